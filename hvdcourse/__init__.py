@@ -1,0 +1,1 @@
+"""Shared code of the course *Distributed Deep Learning with Horovod*."""
