@@ -1,0 +1,38 @@
+# Entry points of the course. Everything (system packages when root, venv, Horovod build) is
+# installed on first use and reused afterwards: both targets are idempotent.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+export VENV PYTHON
+export PATH := $(VENV)/bin:$(PATH)
+
+.PHONY: help env book test check bench exercises clean cluster-start cluster-stop
+
+help:
+	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
+	@echo "make test   - set up everything and run the whole test suite (what CI runs)"
+	@echo "make check  - print what Horovod was built with and run it on 2 ranks"
+	@echo "make bench  - run the benchmark suite and update book/data/bench"
+	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
+
+env:
+	@bash tools/setup_env.sh
+
+book: env
+	$(PY) -m hvdcourse.book_build
+
+test: env
+	$(PY) -m pytest tests
+
+check: env
+	$(PY) -m hvdcourse.envcheck --ranks 2
+
+bench: env
+	$(PY) -m hvdcourse.bench.suite --out book/data/bench
+
+exercises: env
+	$(PY) -m hvdcourse.exercises.generate
+
+clean:
+	rm -rf _build .pytest_cache

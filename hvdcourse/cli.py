@@ -1,0 +1,51 @@
+"""Command-line options shared by the course's training scripts (lesson: Hands-on conversion)."""
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def training_parser(description: str) -> argparse.ArgumentParser:
+    """Options of ``train_single`` and ``train_hvd``: the same names so the two scripts read alike."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
+    p.add_argument("--batch-size", type=positive_int, default=64,
+                   help="batch size of ONE worker (default 64); the effective batch is this x workers")
+    p.add_argument("--lr", type=positive_float, default=1e-3,
+                   help="learning rate for one worker (default 1e-3); Horovod scales it by the workers")
+    p.add_argument("--warmup-epochs", type=non_negative_float, default=1.0,
+                   help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)")
+    p.add_argument("--data", default=None, metavar="NPZ",
+                   help="MNIST .npz file (default: Keras cache, else the offline digits fallback)")
+    p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
+    p.add_argument("--checkpoint-dir", default="checkpoints", help="where checkpoints go (default ./checkpoints)")
+    p.add_argument("--no-resume", dest="resume", action="store_false",
+                   help="start from scratch even if a checkpoint exists")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="cap the steps per epoch (quick runs and tests)")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="TensorFlow threads per process (default 0: cores / processes on this node)")
+    p.add_argument("--metrics-json", default=None, metavar="FILE",
+                   help="write the final metrics as JSON (Horovod: rank 0 only)")
+    return p

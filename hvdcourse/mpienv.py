@@ -1,0 +1,44 @@
+"""Environment for launching MPI / Horovod processes (lesson: Installing Horovod).
+
+OpenMPI refuses to run as root and to start more ranks than cores unless told to; containers and CI
+run as root on small machines, so every launcher of the course goes through :func:`launch_env`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+# Why each variable: root is common in containers/CI; oversubscription lets 2 ranks share 1 core;
+# the stall settings make a dead rank end the job instead of leaving the others waiting forever.
+_MPI_DEFAULTS = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+    "PMIX_MCA_gds": "hash",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": "20",
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "60",
+}
+
+
+def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
+    """Return a copy of ``base`` (default: ``os.environ``) with the course's MPI defaults added.
+
+    Values already set by the user win, so a site can override any of them.
+    """
+    env = dict(os.environ if base is None else base)
+    for key, value in _MPI_DEFAULTS.items():
+        env.setdefault(key, value)
+    if extra:
+        env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def require_mpi() -> str:
+    """Return the path of ``mpirun`` or raise a RuntimeError that says how to install MPI."""
+    path = shutil.which("mpirun")
+    if path is None:
+        raise RuntimeError(
+            "MPI not found: no 'mpirun' on PATH. Install OpenMPI (sudo apt-get install openmpi-bin "
+            "libopenmpi-dev) or load your site's MPI module (module load openmpi), then retry.")
+    return path
