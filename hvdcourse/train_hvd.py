@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 
 
-def main(argv=None) -> int:
+def main(argv=None, callbacks=()) -> int:
+    """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.timeline`)."""
     from hvdcourse.cli import training_parser
 
     args = training_parser("Train the course's MNIST CNN with Horovod on N workers.").parse_args(argv)
@@ -47,6 +48,7 @@ def main(argv=None) -> int:
     callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: all ranks start from rank 0's state
         hvd.callbacks.MetricAverageCallback(),  # Horovod: average metrics (incl. validation) over ranks
+        *callbacks,
     ]
     if args.warmup_epochs > 0:
         callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp lr/N -> lr (Goyal 2017)

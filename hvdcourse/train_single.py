@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 
 
-def main(argv=None) -> int:
+def main(argv=None, callbacks=()) -> int:
+    """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler)."""
     from hvdcourse.cli import training_parser
 
     args = training_parser("Train the course's MNIST CNN on one worker.").parse_args(argv)
@@ -30,7 +31,7 @@ def main(argv=None) -> int:
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
 
-    callbacks = []
+    callbacks = [*callbacks]
     training.ensure_writable_dir(args.checkpoint_dir)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     callbacks.append(checkpoint.callback())
