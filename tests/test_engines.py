@@ -1,0 +1,115 @@
+"""hvdcourse.engines: MPI engines start, run %%px cells, and never outlive their notebook."""
+import os
+import signal
+import subprocess
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from conftest import PYTHON, ROOT
+from hvdcourse import engines as engines_mod
+from hvdcourse.engines import EngineStartError, MPIEngines
+
+
+def alive(pids):
+    """The pids that still run (zombies count as gone: they only wait for their parent to reap them)."""
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_until_gone(pids, seconds=15):
+    deadline = time.monotonic() + seconds
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive(pids)
+
+
+def test_two_engines_are_the_two_ranks_of_one_mpi_job():
+    with MPIEngines(n=2, activate=False) as engines:
+        engines.view.execute("from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)")
+        assert engines.view.pull("me") == [(0, 2), (1, 2)]
+
+
+def test_px_cell_runs_on_every_engine():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    engines = engines_mod.start_engines(n=2)
+    try:
+        result = shell.run_cell("%%px\nfrom mpi4py import MPI\nrank_seen = MPI.COMM_WORLD.Get_rank() * 10")
+        assert result.success, result.error_in_exec
+        assert engines.view.pull("rank_seen") == [0, 10]
+    finally:
+        engines_mod.stop_engines()
+
+
+def test_stop_leaves_no_controller_mpirun_or_engine_process():
+    engines = MPIEngines(n=2, activate=False)
+    engines.start()
+    pids = engines.pids()
+    commands = " ".join(" ".join(psutil.Process(p).cmdline()) for p in pids)
+    assert "ipyparallel.controller" in commands and "ipyparallel.engine" in commands and "mpirun" in commands
+    assert engines.stop() == 0
+    assert wait_until_gone(pids) == []
+
+
+def test_stop_engines_stops_every_cluster_and_forgets_it():
+    engines_mod.start_engines(n=1, activate=False)
+    assert engines_mod.stop_engines() == 0
+    assert engines_mod._ACTIVE == []
+
+
+def test_stop_twice_is_harmless():
+    engines = MPIEngines(n=1, activate=False)
+    engines.start()
+    engines.stop()
+    assert engines.stop() == 0
+
+
+def test_temporary_ipython_dir_is_removed_on_stop():
+    engines = MPIEngines(n=1, activate=False)
+    engines.start()
+    folder = engines.ipython_dir
+    assert os.path.isdir(folder)
+    engines.stop()
+    assert not os.path.exists(folder)
+
+
+def test_a_start_timeout_says_what_to_do_and_leaves_nothing():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(EngineStartError, match="did not start within"):
+        MPIEngines(n=2, timeout=0.5, activate=False).start()
+    new = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert wait_until_gone(new) == []
+
+
+OWNER = textwrap.dedent("""
+    import os, signal, sys
+    from hvdcourse.engines import start_engines
+    engines = start_engines(n=2, activate=False)
+    print("PIDS", *engines.pids(), flush=True)
+    if sys.argv[1] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)   # no atexit, no finally: only the watcher can clean up
+    # "exit": leave without stop_engines(); atexit must stop them
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_engines_die_with_the_process_that_started_them(how):
+    proc = subprocess.run([PYTHON, "-c", OWNER, how], capture_output=True, text=True, timeout=180,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    if how == "kill":
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    pids = [int(p) for line in proc.stdout.splitlines() if line.startswith("PIDS") for p in line.split()[1:]]
+    assert len(pids) >= 4, proc.stdout + proc.stderr[-2000:]  # controller, mpirun, 2 engines at least
+    assert wait_until_gone(pids, seconds=20) == []
