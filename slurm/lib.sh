@@ -1,0 +1,166 @@
+# shellcheck shell=bash disable=SC2034  # SELECT_GPU, THREADS, REST ...: set here, used by the scripts
+# Shared by the course's Slurm scripts (lesson: Multi-node training with Slurm). Sourced, not run.
+# A site is a data file slurm/sites/NAME.env (or a path to one): resources, modules, NUMA layout,
+# environment. These functions turn it into srun options, so job scripts stay a header + one srun line.
+
+HVDCOURSE_ROOT="${HVDCOURSE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+export HVDCOURSE_ROOT
+
+HVD_PYTHON="${HVD_PYTHON:-python3}"  # runs hvdcourse.binding (standard library only)
+
+hvd_die() { echo "[hvdcourse] ERROR: $*" >&2; exit 2; }
+
+is_dry_run() { [ -n "${DRY_RUN:-}" ] && [ "${DRY_RUN}" != 0 ]; }
+
+# load_site NAME: read the site file; its plain variables are exported (every rank sees them).
+load_site() {
+  local name="${1:-cpu}"
+  case "$name" in
+    */*) SITE_FILE="$name" ;;
+    *) SITE_FILE="$HVDCOURSE_ROOT/slurm/sites/$name.env" ;;
+  esac
+  if [ ! -f "$SITE_FILE" ]; then
+    local known=("$HVDCOURSE_ROOT"/slurm/sites/*.env)
+    known=("${known[@]##*/}")
+    hvd_die "no site file $SITE_FILE. Give one of: ${known[*]%.env}, or a path to your own"
+  fi
+  export HVD_SITE="$name" SITE_FILE
+  set -a
+  # shellcheck source=/dev/null
+  source "$SITE_FILE"
+  set +a
+  export PYTHONPATH="$HVDCOURSE_ROOT${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's hvdcourse package
+}
+
+# site_args USAGE SITE [scheduler options] [-- rest]: load SITE; set SCHED_OPTS (the site's
+# SITE_SBATCH, then the user's options, which therefore win) and REST (what follows --).
+site_args() {
+  local usage="$1"
+  shift
+  [ $# -ge 1 ] || hvd_die "usage: $usage"
+  load_site "$1"
+  shift
+  read -ra SCHED_OPTS <<< "${SITE_SBATCH:-}"
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do SCHED_OPTS+=("$1"); shift; done
+  [ "${1:-}" != -- ] || shift
+  REST=("$@")
+}
+
+# setup_site: the site's modules and virtual environment (inside the job, before srun).
+setup_site() {
+  if [ -n "${SITE_MODULES:-}" ]; then
+    command -v module >/dev/null || hvd_die "SITE_MODULES is set in $SITE_FILE but there is no 'module' command here"
+    # shellcheck disable=SC2086  # a list of module names
+    module load $SITE_MODULES
+  fi
+  if [ -n "${SITE_VENV:-}" ]; then
+    [ -f "$SITE_VENV/bin/activate" ] || hvd_die "SITE_VENV=$SITE_VENV has no bin/activate: create it (README, 'Installing on a cluster')"
+    # shellcheck source=/dev/null
+    source "$SITE_VENV/bin/activate"
+  fi
+}
+
+# step_options: SRUN_OPTS (MPI plugin, kill all ranks if one fails, CPU binding), SELECT_GPU (the
+# wrapper giving each rank its GPU) and THREADS (TensorFlow threads per rank) for the srun line.
+step_options() {
+  local mask threads="${SITE_THREADS:-${SLURM_CPUS_PER_TASK:-}}"
+  SRUN_OPTS=(--mpi="${SITE_SRUN_MPI:-pmix}" --kill-on-bad-exit=1)
+  if [ -n "${SITE_GPU_NUMA:-}" ]; then
+    mask="$("$HVD_PYTHON" -m hvdcourse.binding --site "$SITE_FILE" --format mask_cpu)" \
+      || hvd_die "cannot compute the CPU masks of $SITE_FILE (see above)"
+    SRUN_OPTS+=(--cpu-bind="$mask")
+  elif [ -n "${SITE_CPU_BIND:-}" ]; then
+    SRUN_OPTS+=(--cpu-bind="$SITE_CPU_BIND")
+  fi
+  SELECT_GPU=()
+  [ -z "${SITE_GPU_VISIBLE_VAR:-}" ] || SELECT_GPU=("$HVDCOURSE_ROOT/slurm/select-gpu")
+  THREADS=()
+  [ -z "$threads" ] || THREADS=(--threads "$threads")
+}
+
+# use_site NAME: all of the above, for job scripts.
+use_site() {
+  load_site "$1"
+  is_dry_run || setup_site
+  step_options
+}
+
+# option_value NAME ARGS...: the value of the last --NAME=V or --NAME V among ARGS (empty if none).
+option_value() {
+  local name="--$1" value="" previous="" arg
+  shift
+  for arg in "$@"; do
+    case "$arg" in "$name"=*) value="${arg#*=}" ;; esac
+    [ "$previous" != "$name" ] || value="$arg"
+    previous="$arg"
+  done
+  echo "$value"
+}
+
+# tasks_per_node: from the allocation, else from the site's SITE_SBATCH (dry runs).
+tasks_per_node() {
+  local site_opts n="${SLURM_NTASKS_PER_NODE:-}"
+  read -ra site_opts <<< "${SITE_SBATCH:-}"
+  [ -n "$n" ] || n="$(option_value ntasks-per-node "${site_opts[@]}")"
+  echo "${n:-1}"
+}
+
+# show_command ARGS...: the command on one line, quoted only where the shell needs it.
+show_command() {
+  local arg out=()
+  for arg in "$@"; do
+    if [[ "$arg" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then out+=("$arg"); else out+=("$(printf '%q' "$arg")"); fi
+  done
+  echo "${out[*]}"
+}
+
+# print_binding: what each local rank gets (GPU and cores), for dry runs and job logs.
+print_binding() {
+  local ntasks rank gpu="no GPU"
+  ntasks="$(tasks_per_node)"
+  echo "[binding] $ntasks rank(s) per node; per local rank:"
+  if [ -n "${SITE_GPU_NUMA:-}" ]; then
+    "$HVD_PYTHON" -m hvdcourse.binding --site "$SITE_FILE" | head -n "$ntasks" | sed 's/^/[binding] /'
+    return
+  fi
+  for ((rank = 0; rank < ntasks; rank++)); do
+    [ -z "${SITE_GPU_VISIBLE_VAR:-}" ] || gpu="${SITE_GPU_VISIBLE_VAR}=$rank"
+    echo "[binding] local rank $rank: $gpu  cores: ${SITE_CPU_BIND:+--cpu-bind=$SITE_CPU_BIND, }chosen by Slurm"
+  done
+}
+
+# requeue_job: SIGUSR1 handler (#SBATCH --signal=B:USR1@...): requeue before the time limit; the
+# trainer resumes from its last checkpoint in the same --checkpoint-dir (same job id).
+requeue_job() {
+  local restarts="${SLURM_RESTART_COUNT:-0}" max="${HVD_MAX_REQUEUES:-3}"
+  if [ "$restarts" -lt "$max" ]; then
+    echo "[hvdcourse] time limit near: requeueing job $SLURM_JOB_ID (restart $((restarts + 1)) of $max); training resumes from the last checkpoint"
+    scontrol requeue "$SLURM_JOB_ID" || echo "[hvdcourse] scontrol requeue failed: resubmit with the same --checkpoint-dir to continue."
+  else
+    echo "[hvdcourse] time limit near and $max requeues done: not requeueing. Resubmit with the same --checkpoint-dir to continue."
+  fi
+}
+
+# run_step CMD...: run the job step in the background so that SIGUSR1 is handled at once; with
+# DRY_RUN=1, print it (and the binding) instead.
+run_step() {
+  if is_dry_run; then
+    echo "[dry-run] site $HVD_SITE: ${SITE_DESCRIPTION:-}"
+    echo "[dry-run] modules: ${SITE_MODULES:-(none)}; virtual environment: ${SITE_VENV:-(python from PATH)}"
+    echo "[dry-run] $(show_command "$@")"
+    print_binding
+    return 0
+  fi
+  trap requeue_job USR1
+  echo "[hvdcourse] job ${SLURM_JOB_ID:-?} on ${SLURM_JOB_NODELIST:-?}, site $HVD_SITE, restart ${SLURM_RESTART_COUNT:-0}"
+  echo "[hvdcourse] $(show_command "$@")"
+  print_binding
+  "$@" &
+  local pid=$! rc=0
+  wait "$pid" || rc=$?
+  while kill -0 "$pid" 2>/dev/null; do  # wait was interrupted by the signal: wait for the step
+    rc=0
+    wait "$pid" || rc=$?
+  done
+  return "$rc"
+}

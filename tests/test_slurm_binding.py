@@ -1,0 +1,98 @@
+"""CPU-GPU binding masks (hvdcourse.binding) against the NUMA maps of the site files and of seed 001."""
+import os
+
+import pytest
+
+from conftest import ROOT
+from hvdcourse import binding
+
+SITES = os.path.join(ROOT, "slurm", "sites")
+
+# What `srun rocm-smi --showtoponuma` and `srun lscpu | grep NUMA` print on a LUMI-G node (seed 001).
+LUMI_ROCM_SMI = "\n".join(f"GPU[{gpu}]      : (Topology) Numa Node: {numa}"
+                          for gpu, numa in enumerate([3, 3, 1, 1, 0, 0, 2, 2]))
+LUMI_LSCPU = """NUMA node(s):                4
+NUMA node0 CPU(s):           0-15,64-79
+NUMA node1 CPU(s):           16-31,80-95
+NUMA node2 CPU(s):           32-47,96-111
+NUMA node3 CPU(s):           48-63,112-127
+"""
+LUMI_RESERVED = set(range(0, 64, 8))  # core 0 of every CCD is kept for the system on LUMI
+# Seed 001's mask line, as printed in the slides (${fe} is never set).
+SEED_MASK = ("0x${fe}000000000000,0x${fe}0000000000000000,0x${fe}0000,0x${fe}000000,0x${fe},0x${fe}00,"
+             "0x${fe}00000000,0x${fe}000000000000")
+
+
+def lumi_layout():
+    return binding.layout_from_site(binding.read_site(os.path.join(SITES, "lumi-g.env")))
+
+
+def test_lumi_site_file_has_the_numa_map_that_rocm_smi_reports():
+    layout = lumi_layout()
+    assert dict(enumerate(layout.gpu_numa)) == binding.parse_gpu_numa(LUMI_ROCM_SMI)
+
+
+def test_lumi_masks_keep_every_rank_inside_its_gpus_numa_domain():
+    masks = binding.masks(lumi_layout())
+    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI),
+                                   binding.parse_lscpu_numa(LUMI_LSCPU), reserved=LUMI_RESERVED)
+    assert problems == []
+
+
+def test_lumi_masks_give_each_gcd_the_seven_usable_cores_of_one_ccd():
+    for gpu, mask in enumerate(binding.masks(lumi_layout())):
+        cores = binding.cores_of(mask)
+        assert len(cores) == 7, (gpu, hex(mask))
+        assert cores[0] % 8 == 1 and cores[-1] == cores[0] + 6  # cores 8k+1 .. 8k+7 of CCD k
+
+
+def test_lumi_masks_equal_the_0xfe_shifted_by_ccd_list():
+    # GCD -> CCD 6,7,2,3,0,1,4,5: 0xfe << 8*CCD
+    expected = [0xfe << 8 * ccd for ccd in (6, 7, 2, 3, 0, 1, 4, 5)]
+    assert binding.masks(lumi_layout()) == expected
+
+
+def test_lumi_map_cpu_is_the_seeds_list():
+    assert binding.map_cpu(lumi_layout()) == [49, 57, 17, 25, 1, 9, 33, 41]
+
+
+def test_each_lumi_map_cpu_core_is_inside_its_mask():
+    layout = lumi_layout()
+    for core, mask in zip(binding.map_cpu(layout), binding.masks(layout)):
+        assert mask >> core & 1
+
+
+def test_seed_mask_line_collapses_to_zero_masks_in_bash():
+    masks = binding.parse_mask_list(binding.expand_like_bash(SEED_MASK))
+    assert masks == [0] * 8
+    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
+    assert len(problems) == 8 and all("selects no core" in p for p in problems)
+
+
+def test_seed_mask_line_with_fe_filled_in_still_binds_two_gcds_wrongly():
+    masks = binding.parse_mask_list(binding.expand_like_bash(SEED_MASK, {"fe": "fe"}))
+    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
+    assert any(p.startswith("GPU 1 ") and "outside its NUMA domain" in p for p in problems)  # 0xfe << 64
+    assert any(p.startswith("GPU 7:") and "also in the mask of GPU 0" in p for p in problems)  # copy of GPU 0
+
+
+def test_gh200_gives_each_gpu_all_72_cores_of_its_grace():
+    layout = binding.layout_from_site(binding.read_site(os.path.join(SITES, "gh200.env")))
+    numa_cpus = {n: layout.numa_cores(n) for n in range(4)}
+    masks = binding.masks(layout)
+    assert binding.check_masks(masks, dict(enumerate(layout.gpu_numa)), numa_cpus) == []
+    assert [len(binding.cores_of(m)) for m in masks] == [72] * 4
+
+
+def test_more_gpus_than_core_groups_in_a_numa_domain_is_an_error():
+    with pytest.raises(ValueError, match="NUMA domain 0 has only 2 core group"):
+        binding.NodeLayout((0, 0, 0), cores_per_numa=16, cores_per_group=8).gpu_cores()
+
+
+def test_sites_without_a_numa_map_have_no_layout():
+    assert binding.layout_from_site(binding.read_site(os.path.join(SITES, "cpu.env"))) is None
+
+
+def test_command_line_prints_the_srun_value(capsys):
+    assert binding.main(["--site", os.path.join(SITES, "lumi-g.env"), "--format", "mask_cpu"]) == 0
+    assert capsys.readouterr().out.strip() == binding.mask_cpu_option(lumi_layout())

@@ -1,0 +1,77 @@
+"""The local 2-node Slurm cluster (hvdcourse.slurm_cluster): start, idempotent start, clean stop, errors."""
+import os
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from hvdcourse.slurm_cluster import ClusterError, LocalCluster
+
+
+@pytest.fixture
+def cluster():
+    """A cluster of its own (not the one test_slurm_jobs.py uses), always stopped and removed."""
+    directory = tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp")
+    cluster = LocalCluster(directory)
+    yield cluster
+    cluster.stop(quiet=True, remove=True)
+
+
+def pgrep(pattern):
+    proc = subprocess.run(["pgrep", "-a", "-f", pattern], capture_output=True, text=True)
+    return proc.stdout.strip()
+
+
+@pytest.mark.timeout(120)
+def test_start_brings_up_two_idle_nodes(cluster):
+    cluster.start(timeout=60)
+    assert cluster.node_states() == {"node1": "idle", "node2": "idle"}
+    assert sorted(cluster.daemon_pids()) == ["munged", "slurmctld", "slurmd-node1", "slurmd-node2"]
+
+
+@pytest.mark.timeout(120)
+def test_second_start_keeps_the_running_daemons(cluster):
+    cluster.start(timeout=60)
+    first = cluster.daemon_pids()
+    cluster.start(timeout=60)
+    assert cluster.daemon_pids() == first
+
+
+@pytest.mark.timeout(120)
+def test_stop_leaves_no_process_behind_even_with_a_running_job(cluster, tmp_path):
+    cluster.start(timeout=60)
+    job = cluster.command(["sbatch", "--parsable", "--nodes=2", "--output=sleep.out", "--wrap", "srun sleep 300"],
+                          cwd=str(tmp_path)).stdout.strip()
+    deadline = time.monotonic() + 60
+    while "sleep 300" not in pgrep("sleep 300") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert cluster.job_info(int(job))["JobState"] == "RUNNING"
+    stopped = cluster.stop()
+    assert len(stopped) >= 4 + 2 + 2  # 4 daemons, a slurmstepd per node and their 'sleep' tasks
+    assert pgrep(cluster.dir) == ""
+    assert all(not os.path.exists(f"/proc/{pid}/cmdline") or open(f"/proc/{pid}/cmdline").read() == ""
+               for pid in stopped)  # gone, or a zombie waiting for init
+
+
+@pytest.mark.timeout(120)
+def test_start_that_times_out_says_why_and_cleans_up(cluster):
+    with pytest.raises(ClusterError) as err:
+        cluster.start(timeout=0)
+    assert "not idle after 0 s" in str(err.value)
+    assert "slurmctld.log (last lines)" in str(err.value)
+    assert pgrep(cluster.dir) == ""
+
+
+@pytest.mark.timeout(120)
+def test_start_and_stop_commands_work_from_the_shell(cluster):
+    env = dict(os.environ, PYTHON=PYTHON)
+    start = subprocess.run([os.path.join(ROOT, "tools", "local_cluster_start.sh"), "--dir", cluster.dir],
+                           capture_output=True, text=True, timeout=90, env=env)
+    assert start.returncode == 0, start.stderr
+    assert "up, nodes {'node1': 'idle', 'node2': 'idle'}" in start.stdout
+    stop = subprocess.run([os.path.join(ROOT, "tools", "local_cluster_stop.sh"), "--dir", cluster.dir],
+                          capture_output=True, text=True, timeout=90, env=env)
+    assert stop.returncode == 0, stop.stderr
+    assert pgrep(cluster.dir) == ""

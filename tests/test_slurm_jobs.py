@@ -1,0 +1,173 @@
+"""The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.slurm_cluster) started
+once for this session and always stopped at its end."""
+import os
+import re
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+from hvdcourse.launch import run_ranks
+from hvdcourse.slurm_cluster import LocalCluster
+
+SUBMIT = os.path.join(ROOT, "slurm", "submit.sh")
+# 2 epochs of 5 steps: enough to prove that the ranks train together, each job well under a minute.
+QUICK = ["--epochs", "2", "--max-steps", "5", "--batch-size", "32", "--warmup-epochs", "0", "--no-resume"]
+# Slurm stops any of these jobs after 5 minutes; pytest's timeouts are set above the jobs' needs.
+LIMIT = "--time=5"
+RANK_LINE = re.compile(r"\[train_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)")
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp"))
+    try:
+        cluster.start(timeout=60)
+        yield cluster
+    finally:
+        for job in cluster.completed_jobs():  # the record of this session's jobs (pytest -s or -rA)
+            print(f"slurm job {job.get('JobId')} {job.get('Name')}: {job.get('JobState')} in {job.get('Seconds')} s "
+                  f"on {job.get('NodeList')} ({job.get('ProcCnt')} CPUs), exit {job.get('ExitCode')}")
+        cluster.stop(quiet=True, remove=True)
+
+
+def submit(cluster, cwd, sbatch_options, trainer_args, env=None, timeout=240):
+    """slurm/submit.sh cpu --wait ... -- trainer args: the way a learner submits, waiting for the end."""
+    return cluster.submit([SUBMIT, "cpu", "--wait", "--parsable", LIMIT, *sbatch_options, "--", *trainer_args],
+                          cwd=str(cwd), timeout=timeout, env=env)
+
+
+def rank_digests(job):
+    return {int(rank): digest for rank, digest in RANK_LINE.findall(job.output)}
+
+
+@pytest.fixture(scope="module")
+def two_nodes_job(local_cluster, tmp_path_factory):
+    return submit(local_cluster, tmp_path_factory.mktemp("two_nodes"), ["--nodes=2", "--ntasks-per-node=1"], QUICK)
+
+
+@pytest.fixture(scope="module")
+def one_node_job(local_cluster, tmp_path_factory):
+    # The local nodes have 1 CPU each: 2 tasks on one node need --overcommit.
+    return submit(local_cluster, tmp_path_factory.mktemp("one_node"),
+                  ["--nodes=1", "--ntasks-per-node=2", "--overcommit"], QUICK)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("shape, nodes, node_list", [("two_nodes_job", "2", "node[1-2]"),
+                                                     ("one_node_job", "1", "node1")])
+def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
+    job = request.getfixturevalue(shape)
+    assert job.state == "COMPLETED" and job.exit_code == "0:0", job.output[-3000:]
+    assert (job.info["NumNodes"], job.info["NumTasks"], job.info["NodeList"]) == (nodes, "2", node_list)
+    digests = rank_digests(job)
+    assert sorted(digests) == [0, 1], job.output[-3000:]
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.timeout(300)
+def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
+    assert re.search(r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.train_hvd "
+                     r"--checkpoint-dir checkpoints/hvd-train-\d+ --epochs 2", two_nodes_job.output, re.M)
+
+
+@pytest.mark.timeout(300)
+def test_rank_0_checkpoints_into_the_jobs_own_folder_for_requeue(two_nodes_job):
+    folder = os.path.join(two_nodes_job.info["WorkDir"], "checkpoints", f"hvd-train-{two_nodes_job.job_id}")
+    assert "ckpt-2.index" in os.listdir(folder)
+
+
+@pytest.mark.timeout(120)
+def test_bad_argument_fails_the_job_with_the_usage_message(local_cluster, tmp_path):
+    job = submit(local_cluster, tmp_path, ["--nodes=2"], ["--epochs", "0"], timeout=100)
+    assert job.state == "FAILED" and job.exit_code == "2:0"
+    assert "argument --epochs: must be a positive integer, got 0" in job.output
+    assert "Traceback" not in job.output
+
+
+@pytest.mark.timeout(180)
+def test_missing_data_file_fails_the_job_with_a_readable_error(local_cluster, tmp_path):
+    job = submit(local_cluster, tmp_path, ["--nodes=2"], ["--data", "/nonexistent/mnist.npz"], timeout=160)
+    assert job.state == "FAILED" and job.exit_code != "0:0"
+    assert "data file '/nonexistent/mnist.npz' does not exist" in job.output
+    assert "Traceback" not in job.output
+
+
+@pytest.mark.timeout(240)
+def test_a_crashing_rank_fails_the_job_instead_of_hanging_it(local_cluster, tmp_path):
+    crash = {"PYTHONPATH": os.path.join(ROOT, "tests", "helpers", "crash_rank"), "HVDCOURSE_CRASH_RANK": "1"}
+    job = submit(local_cluster, tmp_path, ["--nodes=2"], ["--epochs", "50", "--no-resume"], env=crash, timeout=220)
+    assert job.state == "FAILED", job.output[-3000:]  # not TIMEOUT: srun stopped rank 0 at once
+    assert "[crash-test] rank 1 exits with status 3 on purpose" in job.output
+    assert "task 1: Exited with exit code 3" in job.output
+    assert not RANK_LINE.search(job.output)  # nobody finished training
+
+
+@pytest.mark.timeout(180)
+def test_sigusr1_before_the_time_limit_requeues_the_job(local_cluster, tmp_path):
+    env = local_cluster.env()
+    proc = subprocess.run([SUBMIT, "cpu", "--parsable", LIMIT, "--nodes=1", "--", "--epochs", "50", "--no-resume"],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.strip().split(";")[0]
+    log = tmp_path / f"hvd-train-{job_id}.out"
+    try:
+        wait_for(lambda: log.exists() and "[binding]" in log.read_text(), 90, "the job script did not start")
+        local_cluster.command(["scancel", "--signal=USR1", "--batch", job_id])  # what --signal=B:USR1@120 sends
+        wait_for(lambda: local_cluster.job_info(int(job_id)).get("Restarts") == "1", 60, "the job was not requeued")
+        assert f"time limit near: requeueing job {job_id} (restart 1 of 3)" in log.read_text()
+    finally:
+        local_cluster.command(["scancel", job_id], check=False)
+
+
+@pytest.mark.timeout(240)
+def test_interactive_allocation_runs_the_job_scripts_srun_line(local_cluster, tmp_path):
+    run = run_ranks([os.path.join(ROOT, "slurm", "interactive.sh"), "cpu", "--nodes=1", LIMIT, "--",
+                     "bash", os.path.join(ROOT, "slurm", "train.sbatch"), *QUICK],
+                    np=1, launcher="python", timeout=220, env=local_cluster.env(), cwd=str(tmp_path))
+    assert run.ok, run.output[-3000:]
+    assert re.search(r"salloc: Granted job allocation \d+", run.output)
+    assert sorted(int(r) for r, _ in RANK_LINE.findall(run.output)) == [0]
+
+
+@pytest.mark.timeout(180)
+def test_jupyterlab_job_answers_only_with_its_token(local_cluster, tmp_path):
+    job_id = local_cluster.command(["sbatch", "--parsable", "--time=3", os.path.join(ROOT, "slurm", "jupyter.sbatch")],
+                                   cwd=str(tmp_path)).stdout.strip().split(";")[0]
+    info = tmp_path / f"jupyter-{job_id}.url"
+    try:
+        wait_for(info.exists, 60, "the job wrote no connection file")
+        text = info.read_text()
+        assert oct(info.stat().st_mode & 0o777) == "0o600"  # it holds the token
+        tunnel = re.search(r"^ssh -N -L 8888:(\S+):(\d+) ", text, re.M)
+        token = re.search(r"^http://localhost:8888/lab\?token=(\w+)$", text, re.M).group(1)
+        base = f"http://{tunnel.group(1)}:{tunnel.group(2)}/api/status"  # where the tunnel leads
+        wait_for(lambda: http_status(base) is not None, 90, "JupyterLab did not answer")
+        assert http_status(base) == 403
+        assert http_status(f"{base}?token={token}") == 200
+        assert token not in (tmp_path / f"jupyter-{job_id}.out").read_text()
+    finally:
+        local_cluster.command(["scancel", job_id], check=False)
+
+
+def http_status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return None
+
+
+def wait_for(condition, seconds, message):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{message} within {seconds} s")

@@ -1,0 +1,138 @@
+"""The Slurm scripts: syntax, shellcheck, and the dry runs that print the launch line and the binding."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from hvdcourse import binding
+from hvdcourse.mpienv import launch_env
+
+SCRIPTS = sorted(
+    [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "*")) if os.path.isfile(p)]
+    + ["tools/local_cluster_start.sh", "tools/local_cluster_stop.sh"])
+SITE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "sites", "*.env")))
+GPU_SITES = {"lumi-g": ("ROCR_VISIBLE_DEVICES", 8), "gh200": ("CUDA_VISIBLE_DEVICES", 4),
+             "nvidia-generic": ("CUDA_VISIBLE_DEVICES", 4)}
+
+
+def run(args, env=None, timeout=60):
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=launch_env({"DRY_RUN": "1", **(env or {})}))
+
+
+def dry_run(*args, env=None):
+    proc = run(["slurm/submit.sh", *args], env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_expected_scripts_exist():
+    assert {"slurm/train.sbatch", "slurm/submit.sh", "slurm/lib.sh", "slurm/select-gpu", "slurm/interactive.sh",
+            "slurm/jupyter.sbatch"} <= set(SCRIPTS)
+    assert {"slurm/sites/lumi-g.env", "slurm/sites/gh200.env", "slurm/sites/nvidia-generic.env",
+            "slurm/sites/cpu.env"} <= set(SITE_FILES)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("script", SCRIPTS + SITE_FILES)
+def test_script_parses_with_bash_n(script):
+    proc = run(["bash", "-n", script])
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_script_passes_shellcheck(script):
+    proc = run(["shellcheck", "-x", script])
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("site", SITE_FILES)
+def test_site_file_passes_shellcheck_as_bash_data(site):
+    # SC2034 (assigned but unused) is expected: the variables are read by slurm/lib.sh.
+    proc = run(["shellcheck", "--shell=bash", "--exclude=SC2034", site])
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("site", sorted(GPU_SITES))
+def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
+    out = dry_run(site, "--", "--epochs", "2")
+    srun = [line for line in out.splitlines() if line.startswith("[dry-run] srun ")]
+    assert len(srun) == 1, out
+    assert "--kill-on-bad-exit=1" in srun[0]
+    assert srun[0].endswith("python -m hvdcourse.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
+                            + (" --threads " + {"lumi-g": "7", "gh200": "72", "nvidia-generic": "8"}[site])
+                            + " --epochs 2"), srun[0]
+    assert "/slurm/select-gpu python" in srun[0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("site", sorted(GPU_SITES))
+def test_gpu_dry_run_prints_one_gpu_per_local_rank(site):
+    var, ranks = GPU_SITES[site]
+    out = dry_run(site)
+    lines = [line for line in out.splitlines() if re.match(r"\[binding\] local rank \d", line)]
+    assert [re.search(rf"{var}=(\d)", line).group(1) for line in lines] == [str(r) for r in range(ranks)], out
+
+
+@pytest.mark.timeout(60)
+def test_lumi_dry_run_binds_with_the_masks_of_its_numa_map():
+    out = dry_run("lumi-g")
+    option = re.search(r"--cpu-bind=(mask_cpu:\S+)", out).group(1)
+    layout = binding.layout_from_site(binding.read_site(os.path.join(ROOT, "slurm", "sites", "lumi-g.env")))
+    masks = binding.parse_mask_list(option)
+    numa_cpus = {n: layout.numa_cores(n) for n in range(4)}
+    assert binding.check_masks(masks, dict(enumerate(layout.gpu_numa)), numa_cpus, reserved=range(0, 64, 8)) == []
+    for rank, mask in enumerate(masks):  # the table a learner reads shows the same masks
+        assert re.search(rf"local rank {rank}: .* mask {hex(mask)}$", out, re.M), out
+
+
+@pytest.mark.timeout(60)
+def test_dry_run_prints_the_sbatch_line_with_the_sites_resources_then_the_users():
+    out = dry_run("lumi-g", "--account=project_1", "--nodes=4")
+    sbatch = out.splitlines()[0]
+    assert sbatch.startswith("[dry-run] sbatch --partition=standard-g --nodes=2 --ntasks-per-node=8 --gpus-per-node=8")
+    assert sbatch.index("--nodes=2") < sbatch.index("--nodes=4")  # the user's option comes last and wins
+    assert "--account=project_1" in sbatch and sbatch.endswith("slurm/train.sbatch")
+
+
+@pytest.mark.timeout(60)
+def test_dry_run_follows_the_users_tasks_per_node():
+    out = dry_run("nvidia-generic", "--ntasks-per-node=2")
+    assert "[binding] 2 rank(s) per node" in out
+    assert "--cpu-bind=cores" in out
+
+
+@pytest.mark.timeout(60)
+def test_cpu_dry_run_has_no_gpu_wrapper_and_no_binding():
+    out = dry_run("cpu")
+    assert "select-gpu" not in out and "--cpu-bind" not in out
+    assert "local rank 0: no GPU" in out
+
+
+@pytest.mark.timeout(60)
+def test_unknown_site_says_which_sites_exist():
+    proc = run(["slurm/submit.sh", "no-such-site"])
+    assert proc.returncode == 2
+    assert "no site file" in proc.stderr and "lumi-g" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_interactive_dry_run_prints_the_salloc_line():
+    proc = run(["slurm/interactive.sh", "gh200", "--time=00:10:00", "--", "bash", "slurm/train.sbatch"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("[dry-run] salloc --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 "
+                                   "--cpus-per-task=72 --exclusive --time=00:10:00 bash slurm/train.sbatch")
+
+
+@pytest.mark.timeout(60)
+def test_jupyter_dry_run_keeps_the_token_off_the_command_line():
+    proc = run(["bash", "slurm/jupyter.sbatch"])
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"JUPYTER_TOKEN=<random> jupyter lab --no-browser --ip=\S+ --port=\d+", proc.stdout)
+    assert "token=" not in proc.stdout.split("jupyter lab", 1)[1]

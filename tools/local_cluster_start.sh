@@ -1,0 +1,7 @@
+#!/bin/bash
+# Start the course's local 2-node Slurm cluster (installs munge + Slurm with apt when root and
+# missing), wait until node1 and node2 are idle. Idempotent. Options: --dir FOLDER, --timeout S.
+# Then: export SLURM_CONF=/tmp/hvdcourse-slurm/slurm.conf; sinfo; slurm/submit.sh cpu --wait
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+exec "${PYTHON:-$ROOT/.venv/bin/python}" -m hvdcourse.slurm_cluster start "$@"
