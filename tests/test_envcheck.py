@@ -12,7 +12,7 @@ def test_check_passes_on_two_ranks_with_gloo_and_mpi():
     assert "[X] TensorFlow" in out and "[X] MPI" in out and "[X] Gloo" in out
     for launcher in ("gloo", "mpi"):
         assert f"horovodrun --{launcher}" in out
-    assert out.count("size=2 ") == 4  # two ranks under each controller
+    assert out.count("local_size=2 ") == 4  # two ranks under each controller
     assert "rank=1 local_rank=1 size=2" in out
 
 

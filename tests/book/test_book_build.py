@@ -1,0 +1,45 @@
+"""make book: every lesson executes (within budget) and the HTML book is complete."""
+import os
+import re
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+EXECUTION_BUDGET_S = 15 * 60
+
+
+def toc_pages():
+    toc = yaml.safe_load(open(os.path.join(ROOT, "_toc.yml")))
+    pages = [toc["root"]]
+    for part in toc["parts"]:
+        pages += [c["file"] for c in part["chapters"]]
+    return pages
+
+
+def test_every_page_of_the_toc_was_built(built_book):
+    missing = [p for p in toc_pages() if not os.path.isfile(os.path.join(built_book["html"], p + ".html"))]
+    assert not missing
+
+
+def test_every_lesson_was_executed(built_book):
+    lessons = [p for p in toc_pages() if p.startswith("notebooks/")]
+    executed = os.path.join(ROOT, "_build", "jupyter_execute")
+    not_run = [p for p in lessons if not os.path.isfile(os.path.join(executed, p + ".ipynb"))]
+    assert not not_run
+
+
+def test_total_execution_time_is_within_budget(built_book):
+    match = re.search(r"executing lessons took (\d+) s", built_book["log"])
+    assert match, built_book["log"][-2000:]
+    assert int(match.group(1)) < EXECUTION_BUDGET_S
+
+
+def test_lessons_follow_the_skeleton():
+    for page in toc_pages():
+        if not page.startswith("notebooks/"):
+            continue
+        text = open(os.path.join(ROOT, page + ".md")).read()
+        for part in ("jupytext:", "**Objectives**", "**Prerequisites**", "**Time**", "## Key points",
+                     "## Exercises"):
+            assert part in text, f"{page}: missing {part!r}"
