@@ -142,6 +142,21 @@ def load_events(path: str, keep_unclosed: bool = False) -> list:
     return spans_from_events(read_trace(path), keep_unclosed=keep_unclosed)
 
 
+def rank_ready(events: list):
+    """The negotiation ticks as a DataFrame (tensor, rank, ts_us): when each rank reported a tensor ready.
+
+    Horovod writes one zero-length ``X`` event, named after the rank, inside ``NEGOTIATE_*`` each
+    time a rank reports the tensor ready; the last rank to report is the one the others wait for.
+    """
+    import pandas as pd
+
+    names = tensor_names(events)
+    rows = [{"tensor": names.get(ev.get("pid"), f"pid {ev.get('pid')}"), "rank": int(ev["name"]),
+             "ts_us": float(ev["ts"])}
+            for ev in events if ev.get("ph") == "X" and str(ev.get("name", "")).isdigit() and "ts" in ev]
+    return pd.DataFrame(rows, columns=["tensor", "rank", "ts_us"])
+
+
 def cycle_marks(events: list) -> list:
     """Timestamps (us) of the ``CYCLE_START`` markers (written with mark_cycles / HOROVOD_TIMELINE_MARK_CYCLES)."""
     return [float(ev["ts"]) for ev in events if ev.get("ph") == "i" and ev.get("name") == "CYCLE_START"]

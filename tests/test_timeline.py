@@ -128,6 +128,11 @@ def test_fused_ops_groups_overlapping_allreduces_and_adds_their_bytes(tmp_path):
     assert ops["bytes"].tolist()[0] == (12 + 5) * 4
 
 
+def test_rank_ready_lists_the_negotiation_ticks_per_rank(tmp_path):
+    ticks = timeline.rank_ready(timeline.read_trace(write(tmp_path / "t.json", HEADER + EVENTS)))
+    assert ticks.to_dict("records") == [{"tensor": "grad_a", "rank": 0, "ts_us": 12.0}]
+
+
 def test_gantt_draws_one_row_per_tensor_and_a_legend_entry_per_phase(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
