@@ -67,7 +67,8 @@ class EngineStartError(RuntimeError):
 class MPIEngines:
     """An ipyparallel controller and ``n`` engines started with ``mpirun`` (one MPI rank each).
 
-    ``activate=True`` registers the ``%px`` / ``%%px`` magics (only inside IPython/Jupyter).
+    ``activate=True`` registers the ``%px`` / ``%%px`` magics (only inside IPython/Jupyter), without
+    progress bars (``%pxconfig --progress-after 2`` brings them back).
     ``timeout`` bounds the start-up. ``env`` adds environment variables for the engines.
     Everything lives in a temporary IPYTHONDIR that :meth:`stop` removes.
     """
@@ -128,6 +129,11 @@ class MPIEngines:
         self.view.block = True
         if self.activate:
             self.view.activate()
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is not None:  # no progress bars: they fill a built page with carriage returns
+                shell.run_line_magic("pxconfig", "--progress-after -1")
         return self.client
 
     def _engine_env(self) -> dict:

@@ -144,6 +144,29 @@ def simulate_ring_allreduce(arrays: Sequence, average: bool = False) -> list:
     return [_finish(f, shape, size, average) for f in flats]
 
 
+def ring_trace(size: int) -> list:
+    """Who has contributed to what, after every step of the ring on ``size`` ranks.
+
+    Returns a list of (label, table) pairs, starting with the initial state: ``table[rank][chunk]``
+    is the sorted tuple of the ranks whose data that rank's copy of that chunk contains. Same
+    schedule and same "all sends of a step at once" rule as :func:`simulate_ring_allreduce`.
+    """
+    held = [[(rank,) for _ in range(size)] for rank in range(size)]
+    trace = [("start", [row[:] for row in held])]
+    schedule = ring_schedule(size)
+    for phase in ("reduce-scatter", "allgather"):
+        for step in range(size - 1):
+            moves = [s for s in schedule if s["phase"] == phase and s["step"] == step]
+            sent = {s["rank"]: held[s["rank"]][s["send"]] for s in moves}
+            for s in moves:
+                incoming = sent[(s["rank"] - 1) % size]
+                mine = held[s["rank"]][s["recv"]]
+                held[s["rank"]][s["recv"]] = (tuple(sorted(set(mine) | set(incoming)))
+                                              if phase == "reduce-scatter" else incoming)
+            trace.append((f"{phase} step {step + 1}", [row[:] for row in held]))
+    return trace
+
+
 # --------------------------------------------------------------------------- alpha-beta cost model
 #
 # Hockney's model: sending a message of n bytes costs alpha + n * beta (alpha: latency in s,

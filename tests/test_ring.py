@@ -129,3 +129,17 @@ def test_cost_table_has_one_row_per_algorithm_and_one_value_per_worker_count():
 def test_zero_workers_are_refused():
     with pytest.raises(ValueError, match="at least one worker"):
         ring.ring_time(1.0, 0, ALPHA, BETA)
+
+
+def test_trace_ends_with_every_rank_holding_every_complete_chunk():
+    label, table = ring.ring_trace(4)[-1]
+    assert label == "allgather step 3"
+    assert all(cell == (0, 1, 2, 3) for row in table for cell in row)
+
+
+def test_trace_after_reduce_scatter_rank_r_owns_chunk_r_plus_1():
+    size = 5
+    _, table = ring.ring_trace(size)[size - 1]
+    for rank in range(size):
+        complete = [c for c, who in enumerate(table[rank]) if len(who) == size]
+        assert complete == [(rank + 1) % size]
