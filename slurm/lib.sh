@@ -100,7 +100,8 @@ option_value() {
 # tasks_per_node: from the allocation (SLURM_TASKS_PER_NODE is e.g. "2" or "2(x3),1"), else from
 # the site's SITE_SBATCH (dry runs); Slurm's default is one task per node.
 tasks_per_node() {
-  local site_opts n="${SLURM_NTASKS_PER_NODE:-${SLURM_TASKS_PER_NODE%%[(,]*}}"
+  local site_opts n="${SLURM_TASKS_PER_NODE:-}"
+  n="${SLURM_NTASKS_PER_NODE:-${n%%[(,]*}}"
   read -ra site_opts <<< "${SITE_SBATCH:-}"
   [ -n "$n" ] || n="$(option_value ntasks-per-node "${site_opts[@]}")"
   echo "${n:-1}"
