@@ -42,7 +42,7 @@ def execute_lesson(path: str, timeout: int = 900) -> float:
     return time.monotonic() - start
 
 
-def build_book(timeout: int = BUILD_TIMEOUT) -> int:
+def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
     cmd = [jb, "build", ROOT, "--builder", "html", "-W", "-n", "--keep-going"]
     start = time.monotonic()
@@ -63,13 +63,19 @@ def build_book(timeout: int = BUILD_TIMEOUT) -> int:
     if not os.path.isfile(index):
         print(f"book: ERROR: build finished but {index} is missing", file=sys.stderr)
         return 1
-    _report_times(seconds)
+    _report_times(seconds, record)
     print(f"book: built {index} in {seconds:.0f} s")
     return 0
 
 
-def _report_times(total: float) -> None:
-    """Print each lesson's execution time as recorded by myst-nb."""
+TIMES_RECORD = os.path.join(ROOT, "book", "data", "execution_times.json")
+
+
+def _report_times(total: float, record: bool = False) -> None:
+    """Print each lesson's execution time as recorded by myst-nb; keep them in ``_build``.
+
+    ``record=True`` also updates the committed copy the intro and the instructor guide show.
+    """
     times = {}
     for dirpath, _, files in os.walk(os.path.join(ROOT, "_build", "jupyter_execute")):
         for name in files:
@@ -81,19 +87,30 @@ def _report_times(total: float) -> None:
     for name, runtime in sorted(times.items()):
         print(f"book:   {runtime:7.1f} s  {name}")
     print(f"book: executing lessons took {sum(times.values()):.0f} s of a {total:.0f} s build")
+    import platform
+    summary = {"machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
+               "date": time.strftime("%Y-%m-%d"), "build_seconds": round(total),
+               "lessons": {os.path.splitext(os.path.basename(k))[0]: round(v, 1) for k, v in sorted(times.items())}}
+    targets = [os.path.join(ROOT, "_build", "execution_times.json")] + ([TIMES_RECORD] if record else [])
+    for target in targets:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w") as fh:
+            json.dump(summary, fh, indent=2)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--execute", nargs="+", metavar="LESSON", help="only execute these lessons")
     parser.add_argument("--timeout", type=int, default=BUILD_TIMEOUT)
+    parser.add_argument("--record-times", action="store_true",
+                        help=f"also write the lessons' execution times to {os.path.relpath(TIMES_RECORD, ROOT)}")
     args = parser.parse_args(argv)
     if args.execute:
         for path in args.execute:
             seconds = execute_lesson(path, timeout=args.timeout)
             print(f"executed {path} in {seconds:.1f} s")
         return 0
-    return build_book(args.timeout)
+    return build_book(args.timeout, args.record_times)
 
 
 if __name__ == "__main__":

@@ -91,13 +91,13 @@ def rank_line() -> tuple[str, float]:
     return line, total
 
 
-def check_ranks(np: int, timeout: float) -> list:
-    """Launch this module on ``np`` ranks under Gloo and MPI; return the problems found."""
+def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
+    """Launch this module on ``np`` ranks under each launcher; return the problems found."""
     from hvdcourse.launch import run_ranks, untag
 
     problems = []
     expected_sum = np * (np + 1) / 2
-    for launcher in ("gloo", "mpi"):
+    for launcher in launchers:
         run = run_ranks([sys.executable, "-m", "hvdcourse.envcheck", "--rank-line"], np, launcher, timeout)
         lines = sorted(l.strip() for l in untag(run.output).splitlines() if l.strip().startswith("rank="))
         print(f"--- {np} ranks, horovodrun --{launcher} ({run.seconds:.1f} s)")
@@ -116,6 +116,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="hvdcourse-check", description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1, help="also launch on this many ranks (Gloo and MPI)")
     parser.add_argument("--timeout", type=float, default=120, help="limit for each launch, seconds")
+    parser.add_argument("--launchers", default="gloo,mpi",
+                        help="controllers to try with --ranks, comma-separated (default gloo,mpi)")
     parser.add_argument("--rank-line", action="store_true", help="only print this rank's line (under a launcher)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the report
@@ -134,7 +136,7 @@ def main(argv=None) -> int:
         except Exception as err:
             problems.append(str(err))
     if not problems and args.ranks > 1:
-        problems += check_ranks(args.ranks, args.timeout)
+        problems += check_ranks(args.ranks, args.timeout, args.launchers.split(","))
     if problems:
         print("\nNOT READY:", file=sys.stderr)
         for p in problems:
