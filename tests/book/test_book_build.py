@@ -43,3 +43,9 @@ def test_lessons_follow_the_skeleton():
         for part in ("jupytext:", "**Objectives**", "**Prerequisites**", "**Time**", "## Key points",
                      "## Exercises"):
             assert part in text, f"{page}: missing {part!r}"
+
+
+def test_every_lesson_states_its_planned_times():
+    from hvdcourse.course_map import lessons
+    unplanned = [row["lesson"] for row in lessons() if row["teaching_min"] is None]
+    assert not unplanned, "Overview needs '**Time**: teaching N min, exercises M min'"
