@@ -31,7 +31,7 @@ def dry_run(*args, env=None):
 
 def test_the_expected_scripts_exist():
     assert {"slurm/train.sbatch", "slurm/submit.sh", "slurm/lib.sh", "slurm/select-gpu", "slurm/interactive.sh",
-            "slurm/jupyter.sbatch"} <= set(SCRIPTS)
+            "slurm/jupyter.sbatch", "slurm/hostfile.sh"} <= set(SCRIPTS)
     assert {"slurm/sites/lumi-g.env", "slurm/sites/gh200.env", "slurm/sites/nvidia-generic.env",
             "slurm/sites/cpu.env"} <= set(SITE_FILES)
 
