@@ -56,7 +56,7 @@ LUMI_G = Node("LUMI-G", 8, ACCELERATORS["MI250X GCD (LUMI-G)"],
               "Infinity Fabric, 36+36 GB/s per GCD")
 GH200_NODE = Node("Grace-Hopper (4 x GH200)", 4, ACCELERATORS["H100 in GH200, HBM3"],
                   "4 NVIDIA Grace, 72 Arm Neoverse V2 cores each (one per GPU)",
-                  "LPDDR5X next to each Grace (120 to 480 GB per superchip depending on the product)",
+                  "LPDDR5X next to each Grace (up to 480 GB per superchip; less on many systems)",
                   "system-dependent; HPE Cray EX nodes (e.g. CSCS Alps) have 4 x 200 Gb/s Slingshot-11",
                   "NVLink-C2C, 900 GB/s (450 per direction) per superchip")
 NODES = {node.name: node for node in (LUMI_G, GH200_NODE)}
