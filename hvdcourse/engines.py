@@ -198,6 +198,7 @@ class MPIEngines:
             except Exception as err:
                 print(f"[hvdcourse.engines] ipyparallel stop failed ({type(err).__name__}); "
                       "killing the engines' processes", file=sys.stderr)
+            self.cluster.shutdown_atexit = False  # done here: ipyparallel's own exit hook may skip it
         survivors = _kill(self._groups, pids, grace)
         if self._watcher is not None:
             try:

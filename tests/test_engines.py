@@ -113,3 +113,32 @@ def test_engines_die_with_the_process_that_started_them(how):
     pids = [int(p) for line in proc.stdout.splitlines() if line.startswith("PIDS") for p in line.split()[1:]]
     assert len(pids) >= 4, proc.stdout + proc.stderr[-2000:]  # controller, mpirun, 2 engines at least
     assert wait_until_gone(pids, seconds=20) == []
+
+
+def test_processes_are_killed_when_ipyparallel_stop_fails(monkeypatch):
+    engines = MPIEngines(n=2, activate=False)
+    engines.start()
+    pids = engines.pids()
+
+    def broken_stop():
+        raise RuntimeError("simulated failure of ipyparallel's stop")
+
+    monkeypatch.setattr(engines.cluster, "stop_cluster_sync", broken_stop)
+    assert engines.stop(grace=2) == 0
+    assert wait_until_gone(pids) == []
+
+
+def test_restart_ends_a_rank_stuck_in_an_mpi_barrier():
+    engines = MPIEngines(n=2, activate=False)
+    engines.start()
+    try:
+        stuck = engines.client[0].execute("from mpi4py import MPI; MPI.COMM_WORLD.Barrier()", block=False)
+        time.sleep(2)
+        assert not stuck.ready()  # rank 1 never joins: rank 0 waits in the barrier
+        old = engines.pids()
+        engines.restart()
+        assert wait_until_gone(old) == []
+        engines.view.execute("from mpi4py import MPI; n = MPI.COMM_WORLD.size")
+        assert engines.view.pull("n") == [2, 2]
+    finally:
+        engines.stop()
