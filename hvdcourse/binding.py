@@ -194,6 +194,32 @@ def rank_table(layout: NodeLayout, gpu_var: str = "GPU") -> list:
     return lines
 
 
+def plot_masks(layout: NodeLayout, mask_list=None, ax=None, title: str = ""):
+    """Draw one row per GPU over the node's cores: its NUMA domain shaded, the cores of its mask
+    (default: the masks this module computes) dark."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    mask_list = masks(layout) if mask_list is None else mask_list
+    n_cores = max([layout.cores_per_numa * (max(layout.gpu_numa) + 1)] + [m.bit_length() for m in mask_list])
+    grid = np.zeros((len(layout.gpu_numa), n_cores))
+    for gpu, (numa, mask) in enumerate(zip(layout.gpu_numa, mask_list)):
+        grid[gpu, layout.numa_cores(numa)] = 1
+        grid[gpu, cores_of(mask)] = 2
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 0.35 * len(layout.gpu_numa) + 1))
+    ax.imshow(grid, cmap=plt.matplotlib.colors.ListedColormap(["white", "#c6dbef", "#08519c"]),
+              vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+    for boundary in range(layout.cores_per_numa, n_cores, layout.cores_per_numa):
+        ax.axvline(boundary - 0.5, color="black", linewidth=1)
+    ax.set_yticks(range(len(layout.gpu_numa)),
+                  [f"GPU {g} (NUMA {n})" for g, n in enumerate(layout.gpu_numa)])
+    ax.set_xticks(range(0, n_cores, layout.group_size))
+    ax.set_xlabel("core (light: the GPU's NUMA domain, dark: the rank's mask)")
+    ax.set_title(title)
+    return ax
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Print the CPU binding of a node layout (slurm/sites/*.env).")
     parser.add_argument("--site", required=True, metavar="FILE", help="site file with SITE_GPU_NUMA etc.")

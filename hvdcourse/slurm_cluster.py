@@ -90,6 +90,10 @@ class SlurmJob:
         """RunTime in seconds."""
         return _seconds(self.run_time)
 
+    def excerpt(self, prefixes=("[hvdcourse]", "[binding]", "[train_hvd]", "Epoch ", "srun: error")) -> str:
+        """The log's lines that start with one of ``prefixes`` (the job's story without the noise)."""
+        return "\n".join(line for line in self.output.splitlines() if line.startswith(tuple(prefixes)))
+
 
 def _seconds(text: str) -> int:
     """Slurm's ``[D-]HH:MM:SS`` -> seconds."""

@@ -47,7 +47,8 @@ def rank_digests(job):
 
 @pytest.fixture(scope="module")
 def two_nodes_job(local_cluster, tmp_path_factory):
-    return submit(local_cluster, tmp_path_factory.mktemp("two_nodes"), ["--nodes=2", "--ntasks-per-node=1"], QUICK)
+    return submit(local_cluster, tmp_path_factory.mktemp("two_nodes"),
+                  ["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1"], QUICK)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
 @pytest.mark.timeout(300)
 def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
     assert re.search(r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.train_hvd "
-                     r"--checkpoint-dir checkpoints/hvd-train-\d+ --epochs 2", two_nodes_job.output, re.M)
+                     r"--checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2", two_nodes_job.output, re.M)
 
 
 @pytest.mark.timeout(300)
