@@ -49,3 +49,38 @@ def training_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--metrics-json", default=None, metavar="FILE",
                    help="write the final metrics as JSON (Horovod: rank 0 only)")
     return p
+
+
+def run_main(main, argv=None, **kwargs) -> int:
+    """Run a script's ``main(argv, **kwargs)``; print the course's known errors as one line, no traceback.
+
+    A corrupt data file (:class:`hvdcourse.data.DataError`) or checkpoint
+    (:class:`hvdcourse.training.CheckpointError`) is a problem for the user to fix, not a bug: the
+    message says what to do, and the exit status is 2. Any other exception is a crash: one line names
+    the rank (so the run's summary can tell which rank failed first), then its traceback follows.
+    """
+    import sys
+
+    from hvdcourse.data import DataError
+    from hvdcourse.training import CheckpointError
+
+    try:
+        return main(argv, **kwargs)
+    except (DataError, CheckpointError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as err:  # a crash: name the rank in one line, then show the traceback
+        print(crash_line(err), file=sys.stderr, flush=True)
+        raise
+
+
+def crash_line(err: BaseException) -> str:
+    """``[hvdcourse] rank N failed: ...`` for the rank that raised ``err`` first, or
+    ``[hvdcourse] rank N stopped: ...`` for a rank that only saw Horovod shut down because of another."""
+    from hvdcourse.faults import launcher_rank
+
+    rank = launcher_rank()
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if "Horovod has been shut down" in str(err):
+        return f"[hvdcourse] rank {rank} stopped: Horovod was shut down (another rank failed, exited or stalled)"
+    return f"[hvdcourse] rank {rank} failed: {type(err).__name__}: {text}"[:300]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 
 from hvdcourse.mpienv import launch_env, require_mpi
 
-LAUNCHERS = ("gloo", "mpi", "mpirun", "python")
-
+LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
+ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
 
 @dataclass
 class RankRun:
@@ -28,25 +29,106 @@ class RankRun:
     output: str
     seconds: float
     timed_out: bool
+    failure: str = ""  # one line naming the rank that failed first, when the output tells
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
 
-def launcher_command(np: int, launcher: str, program: list) -> list:
-    """Build the launch command line for ``np`` ranks of ``program`` (a list of arguments)."""
+def launcher_command(np: int, launcher: str, program: list, discovery: str | None = None,
+                     min_np: int = 1) -> list:
+    """Build the launch command line for ``np`` ranks of ``program`` (a list of arguments).
+
+    ``launcher="elastic"``: Horovod Elastic on this machine (Gloo), between ``min_np`` and ``np``
+    workers; ``discovery`` is the host discovery command (default: ``echo localhost:NP``).
+    """
     if launcher == "python":
         if np != 1:
             raise ValueError("launcher 'python' runs a single process; use gloo, mpi or mpirun for np > 1")
         return list(program)
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if launcher in ("gloo", "mpi"):
-        horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+        if launcher == "mpi":
+            require_mpi()  # horovodrun --mpi runs mpirun: say clearly when there is none
         return [horovodrun, "-np", str(np), "-H", f"localhost:{np}", f"--{launcher}", *program]
     if launcher == "mpirun":
         # --bind-to none: let each rank's threads use any core; map by slot keeps ranks on one host.
         return [require_mpi(), "-np", str(np), "--bind-to", "none", "--map-by", "slot", *program]
+    if launcher == "elastic":
+        # --network-interface lo: without it an elastic job waits for 2 hosts to compare interfaces.
+        return [horovodrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np),
+                "--network-interface", "lo", "--elastic-timeout", str(ELASTIC_TIMEOUT),
+                "--host-discovery-script", discovery or f"echo localhost:{np}", *program]
     raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
+
+
+def _exit_status(code: str) -> str:
+    """``exit code 137: killed by SIGKILL`` (a status above 128, or negative, means a signal)."""
+    code = int(code)
+    if code < 0 or code > 128:  # -9 (Python) or 137 (shell): killed by signal 9
+        number = -code if code < 0 else code - 128
+        try:
+            return f"exit code {code}: killed by {signal.Signals(number).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+# How a failed run tells which rank failed first, most reliable first: what the ranks (and
+# OpenMPI's signal report) say, then the launchers' own "first process to exit" reports.
+_FROM_RANKS = (
+    # OpenMPI (mpirun, horovodrun --mpi): a rank killed by a signal
+    (re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \((\w+)\))?"),
+     lambda m: f"rank {m[1]} failed first (killed by signal {m[2]}" + (f", {m[3]})" if m[3] else ")")),
+    # the course's scripts (hvdcourse.cli.run_main): the rank that raised, not those Horovod stopped
+    (re.compile(r"\[hvdcourse\] rank (\d+) failed: ((?:(?!\[hvdcourse|\[\d+[,\]])[^\n]){0,120})"),
+     lambda m: f"rank {m[1]} failed first ({m[2].strip()})"),
+    # the course's fault injection (hvdcourse.faults)
+    (re.compile(r"\[hvdcourse\.faults\] rank (\d+): injecting '(\w+)'"),
+     lambda m: f"rank {m[1]} failed first (injected '{m[2]}')"),
+    # Horovod's stall check: ranks that never joined a collective
+    (re.compile(r"Missing ranks:\s*\n(?:\[[\d,]+\]<\w+>:)?\s*(\d+)!?: \["),
+     lambda m: f"rank {m[1]} failed first (stalled: it never joined the others' collective)"),
+)
+_FROM_LAUNCHERS = (
+    # OpenMPI: the first rank that exited with a non-zero status
+    (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
+     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    # horovodrun --gloo: "Process name: 1 / Exit code: 1" (first process to fail)
+    (re.compile(r"Process name:\s*(\d+)\s*\n\s*Exit code:\s*(-?\d+)"),
+     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    # horovodrun elastic: "Process name: localhost[1]" is a host and a slot, not a rank
+    (re.compile(r"Process name:\s*([\w.\-]+)\[(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
+     lambda m: f"the worker in slot {m[2]} of host {m[1]} failed first ({_exit_status(m[3])})"),
+    # horovodrun --gloo, while it stops the others: "Process 1 exit with status code 137."
+    (re.compile(r"Process (\d+) exit with status code (-?\d+)"),
+     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    # a Python traceback in output tagged by rank (horovodrun: "[1]<stderr>:", "[1,1]<stderr>:")
+    (re.compile(r"^\[(?:\d+,)?(\d+)\]<stderr>:Traceback", re.M),
+     lambda m: f"rank {m[1]} failed first (Python exception)"),
+)
+# A course script that stopped on bad input prints one "error: ..." line (no rank failed: all stop).
+_REPORTED_ERROR = re.compile(r"^(?:\[[\d,]+\]<stderr>:)?(error: [^\n]{1,300})", re.M)
+
+
+def failure_summary(output: str) -> str:
+    """``rank N failed first (how)`` from a failed run's output, or ``""`` if the output does not say.
+
+    A run that stopped on an error it reported itself (bad input) is summed up by that error.
+    """
+    for pattern, summary in _FROM_RANKS:
+        match = pattern.search(output)
+        if match:
+            return summary(match)
+    reported = _REPORTED_ERROR.search(output)
+    if reported:  # a clean error says more than a launcher's exit code
+        return f"stopped on a reported {reported[1]}"
+    for pattern, summary in _FROM_LAUNCHERS:
+        match = pattern.search(output)
+        if match:
+            return summary(match)
+    return ""
 
 
 def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -70,13 +152,16 @@ def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float = 300,
               env: dict | None = None, cwd: str | None = None, max_output: int = 2_000_000,
-              echo: bool = False) -> RankRun:
+              echo: bool = False, on_line=None, discovery: str | None = None, min_np: int = 1) -> RankRun:
     """Run ``program`` on ``np`` ranks; never longer than ``timeout`` seconds.
 
     ``program`` is e.g. ``[sys.executable, "-m", "hvdcourse.train_hvd", "--epochs", "1"]``.
-    Output (stdout and stderr merged) is kept up to ``max_output`` characters.
+    Output (stdout and stderr merged) is kept up to ``max_output`` characters. ``on_line(line)``
+    is called for each line as it arrives (e.g. to change the hosts of an elastic run).
+    A failed run ends its output with one ``[hvdcourse] FAILED`` line naming the rank that failed
+    first, when the launcher's output tells (also in ``RankRun.failure``).
     """
-    cmd = launcher_command(np, launcher, program)
+    cmd = launcher_command(np, launcher, program, discovery=discovery, min_np=min_np)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", env=launch_env(env), cwd=cwd, start_new_session=True)
@@ -99,6 +184,8 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
                 break
             if echo:
                 print(line, end="", flush=True)
+            if on_line is not None:
+                on_line(line)
             if size < max_output:
                 chunks.append(line[: max_output - size])
                 size += len(chunks[-1])
@@ -110,9 +197,17 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
         proc.stdout.close()
     returncode = proc.wait()
     output = "".join(chunks)
+    seconds = time.monotonic() - start
+    failure = ""
     if timed_out:
         output += f"\n[hvdcourse] TIMEOUT: stopped after {timeout:.0f} s; all ranks were killed.\n"
-    return RankRun(cmd, returncode if not timed_out else 124, output, time.monotonic() - start, timed_out)
+    elif returncode != 0 and launcher != "python":
+        failure = failure_summary(output)
+        output += (f"\n[hvdcourse] FAILED after {seconds:.1f} s (exit {returncode}): "
+                   f"{failure or 'the output does not say which rank failed first'}.\n")
+        if echo:
+            print(output[output.rindex("[hvdcourse] FAILED"):], end="", flush=True)
+    return RankRun(cmd, returncode if not timed_out else 124, output, seconds, timed_out, failure)
 
 
 def main(argv=None) -> int:
@@ -126,7 +221,11 @@ def main(argv=None) -> int:
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("give the program to run after --")
-    result = run_ranks(program, args.np, args.launcher, args.timeout, echo=True)
+    try:
+        result = run_ranks(program, args.np, args.launcher, args.timeout, echo=True)
+    except (RuntimeError, ValueError) as err:  # no MPI, a wrong launcher/np combination
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if result.timed_out:
         print(f"[hvdcourse] run timed out after {args.timeout:.0f} s", file=sys.stderr)
     return result.returncode

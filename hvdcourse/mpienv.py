@@ -9,7 +9,11 @@ import os
 import shutil
 
 # Why each variable: root is common in containers/CI; oversubscription lets 2 ranks share 1 core;
-# the stall settings make a dead rank end the job instead of leaving the others waiting forever.
+# the fault settings (lesson: Faults, hangs and elastic training) are set here, not left to defaults:
+# - mpirun ends the whole job as soon as one rank exits non-zero or is killed;
+# - Horovod's stall check warns after 20 s when some ranks wait in a collective that others never
+#   join, and shuts Horovod down after 60 s, so a rank stuck outside Horovod ends the job;
+# - Gloo gives up on a peer that does not answer within 30 s (rendezvous and collectives).
 _MPI_DEFAULTS = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -18,6 +22,8 @@ _MPI_DEFAULTS = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
     "HOROVOD_STALL_CHECK_TIME_SECONDS": "20",
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "60",
+    "HOROVOD_GLOO_TIMEOUT_SECONDS": "30",
+    "OMPI_MCA_orte_abort_on_non_zero_status": "1",
 }
 
 

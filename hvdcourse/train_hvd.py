@@ -18,6 +18,7 @@ def main(argv=None, callbacks=()) -> int:
 
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour of the API
+    from horovod.tensorflow import broadcast_object  # Horovod: any Python object, rank 0 -> all ranks
 
     from hvdcourse import data, model as course_model, training
 
@@ -58,8 +59,9 @@ def main(argv=None, callbacks=()) -> int:
     if hvd.rank() == 0:  # Horovod: only rank 0 writes checkpoints, others would corrupt them
         training.ensure_writable_dir(args.checkpoint_dir)
         callbacks.append(checkpoint.callback())
-    initial_epoch = checkpoint.restore() if args.resume and hvd.rank() == 0 else 0
-    initial_epoch = hvd.broadcast_object(initial_epoch, root_rank=0)  # Horovod: resume together
+    initial_epoch = checkpoint.restore_or_error() if args.resume and hvd.rank() == 0 else 0
+    initial_epoch = broadcast_object(initial_epoch, root_rank=0)  # Horovod: resume (or stop) together
+    initial_epoch = training.exit_if_error(initial_epoch, show=hvd.rank() == 0)  # Horovod: rank 0 says why
     verbose = 2 if hvd.rank() == 0 else 0  # Horovod: log on rank 0 only
 
     if hvd.rank() == 0:  # Horovod: one header, not N
@@ -81,4 +83,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvdcourse.cli import run_main
+
+    sys.exit(run_main(main))

@@ -35,7 +35,8 @@ def main(argv=None, callbacks=()) -> int:
     training.ensure_writable_dir(args.checkpoint_dir)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     callbacks.append(checkpoint.callback())
-    initial_epoch = checkpoint.restore() if args.resume else 0
+    initial_epoch = checkpoint.restore_or_error() if args.resume else 0
+    initial_epoch = training.exit_if_error(initial_epoch)
     verbose = 2
 
     print(f"[train_single] data={dataset.source} threads={threads} batch={args.batch_size} "
@@ -53,4 +54,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvdcourse.cli import run_main
+
+    sys.exit(run_main(main))

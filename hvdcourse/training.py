@@ -64,31 +64,62 @@ def evaluate(model, x, y, batch_size: int = 256, reduce_sum=None) -> dict:
     return {"loss": loss_total / count, "accuracy": correct / count, "examples": int(count)}
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint exists but cannot be restored; the message says what to do."""
+
+
 class EpochCheckpoint:
     """Saves weights, optimizer state and the epoch number after every epoch; restores the latest.
 
     Built on ``tf.train.CheckpointManager`` (writes are atomic: the index file is updated last).
+    Each save and restore prints one line with the epoch, the optimizer's step count and a digest
+    of the weights, so a resumed run can be checked against what was saved.
     """
 
     def __init__(self, directory: str, model, optimizer, keep: int = 2):
         import tensorflow as tf
 
         self.directory = directory
+        self.model = model
+        self.optimizer = optimizer
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=keep)
 
+    def describe(self) -> str:
+        """``epoch=E optimizer_iterations=I weights_sha256=D`` of the state in memory."""
+        from hvdcourse.model import weights_digest
+
+        return (f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
+                f"weights_sha256={weights_digest(self.model)}")
+
     def restore(self) -> int:
-        """Restore the latest checkpoint if any; return the number of epochs already done."""
+        """Restore the latest checkpoint if any; return the number of epochs already done.
+
+        Raises :class:`CheckpointError` (a ``RuntimeError``) when the files are corrupt or incompatible.
+        """
         latest = self.manager.latest_checkpoint
         if latest is None:
             return 0
         try:
             self.checkpoint.restore(latest).expect_partial()
         except Exception as err:  # corrupt or incompatible files: say which and how to recover
-            raise RuntimeError(f"cannot restore checkpoint {latest!r} ({type(err).__name__}: {err}). "
-                               f"Delete {self.directory!r} or pass --no-resume to start again.") from None
+            raise CheckpointError(f"cannot restore checkpoint {latest!r} ({type(err).__name__}: "
+                                  f"{str(err).splitlines()[0] if str(err) else ''}). Delete {self.directory!r} "
+                                  "or pass --no-resume to start again.") from None
+        print(f"[checkpoint] restored {self.describe()} from {latest}", flush=True)
         return int(self.epoch.numpy())
+
+    def restore_or_error(self):
+        """Like :meth:`restore`, but return the :class:`CheckpointError` instead of raising it.
+
+        Rank 0 broadcasts the result, so every rank learns that the run must stop (none is left
+        waiting in a collective for a rank that has exited).
+        """
+        try:
+            return self.restore()
+        except CheckpointError as err:
+            return err
 
     def callback(self):
         """A Keras callback that saves at the end of every epoch."""
@@ -99,9 +130,22 @@ class EpochCheckpoint:
         class _Save(tf.keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
                 outer.epoch.assign(epoch + 1)
-                outer.manager.save(checkpoint_number=epoch + 1)
+                path = outer.manager.save(checkpoint_number=epoch + 1)
+                print(f"[checkpoint] saved {outer.describe()} to {path}", flush=True)
 
         return _Save()
+
+
+def exit_if_error(value, show: bool = True):
+    """Return ``value``; if it is an exception (see :meth:`EpochCheckpoint.restore_or_error`), exit.
+
+    Prints ``error: <message>`` (when ``show``) and exits with status 2: a clean stop, no traceback.
+    """
+    if isinstance(value, BaseException):
+        if show:
+            print(f"error: {value}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return value
 
 
 def ensure_writable_dir(path: str) -> None:

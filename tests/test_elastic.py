@@ -1,0 +1,90 @@
+"""Horovod Elastic on this machine (Gloo + a host discovery script): training survives losing a worker.
+
+Two ways to lose one of 2 workers while ``train_elastic`` runs 8 epochs:
+
+* a host leaves: the hosts file goes from ``localhost:2`` to ``localhost:1`` during epoch 2;
+* a worker is killed (SIGKILL at step 25). One machine is listed under two names (``localhost:1``,
+  ``127.0.0.1:1``): Horovod blacklists the host of a failed worker, and with a single name that is
+  the whole machine, so the job would stop (see the lesson).
+
+Either way training must go on with 1 worker from the last commit (epoch and batch, not from zero),
+finish all epochs, and lose or repeat no step: the optimizer's step count at the end is exactly
+what the committed progress plus the remaining steps add up to.
+"""
+import pytest
+
+from hvdcourse.discover_hosts import HostsFileError, main as discover_main, parse_hosts
+from hvdcourse.train_elastic import run_on_this_machine
+
+EPOCHS = 8
+ARGS = ["--epochs", str(EPOCHS), "--batch-size", "32", "--threads", "1"]
+RUN_BOUND = 150  # seconds for the whole elastic run, start-up and recovery included
+RECOVERY_BOUND = 30  # seconds from the loss of a worker to training going on without it
+
+
+def expected_iterations(start):
+    """Steps the survivor must have done at the end, from its restart line (no step lost or repeated)."""
+    return start["iterations"] + (start["steps"] - start["batch"]) + (EPOCHS - start["epoch"] - 1) * start["steps"]
+
+
+@pytest.fixture(scope="module", params=["host-removed", "worker-killed"])
+def elastic_run(request, tmp_path_factory):
+    cwd = tmp_path_factory.mktemp(request.param)
+    hosts_file = str(cwd / "hosts.txt")
+    if request.param == "host-removed":
+        run, events = run_on_this_machine(ARGS, hosts_file, [("localhost", 2)], then_hosts=[("localhost", 1)],
+                                          when="Epoch 2/", timeout=RUN_BOUND + 60, cwd=str(cwd))
+    else:
+        run, events = run_on_this_machine(ARGS, hosts_file, [("localhost", 1), ("127.0.0.1", 1)],
+                                          fault=dict(rank=1, at_step=25, mode="kill"),
+                                          timeout=RUN_BOUND + 60, cwd=str(cwd))
+    return request.param, run, events
+
+
+def test_training_finishes_with_one_worker_after_losing_one(elastic_run):
+    _, run, events = elastic_run
+    assert run.ok, run.output[-4000:]
+    assert run.seconds < RUN_BOUND
+    assert events["starts"][0]["workers"] == 2
+    assert [d["workers"] for d in events["done"]] == ["1"]  # the survivor alone finished
+    assert events["done"][0]["epochs"] == str(EPOCHS)
+
+
+def test_survivor_resumes_from_the_committed_epoch_and_batch(elastic_run):
+    scenario, _, events = elastic_run
+    restart = events["starts"][1]
+    assert restart["workers"] == 1
+    assert (restart["epoch"], restart["batch"]) > (0, 0)  # not from zero
+    first = events["starts"][0]
+    assert restart["iterations"] == restart["epoch"] * first["steps"] + restart["batch"]
+    if scenario == "worker-killed":  # killed at the end of step 25, which was committed first
+        assert restart["iterations"] == 25
+
+
+def test_no_step_is_lost_or_repeated(elastic_run):
+    _, _, events = elastic_run
+    assert int(events["done"][0]["iterations"]) == expected_iterations(events["starts"][1])
+
+
+def test_training_goes_on_within_the_recovery_bound(elastic_run):
+    scenario, _, events = elastic_run
+    lost = events["changed"] if scenario == "host-removed" else events["fault"]
+    assert events["resumed"] - lost < RECOVERY_BOUND
+    print(f"{scenario}: training went on {events['resumed'] - lost:.1f} s after the worker was lost")
+
+
+def test_discovery_prints_the_hosts_file(tmp_path, capsys):
+    (tmp_path / "hosts.txt").write_text("# this machine twice\nlocalhost:1\n127.0.0.1:1\n")
+    assert discover_main(["--hosts-file", str(tmp_path / "hosts.txt")]) == 0
+    assert capsys.readouterr().out == "localhost:1\n127.0.0.1:1\n"
+
+
+def test_discovery_names_the_malformed_line():
+    with pytest.raises(HostsFileError, match="line 2: 'localhost' is not 'host:slots'"):
+        parse_hosts("localhost:2\nlocalhost\n")
+
+
+def test_discovery_fails_clearly_on_a_missing_hosts_file(tmp_path, capsys):
+    assert discover_main(["--hosts-file", str(tmp_path / "nope.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "cannot read hosts file" in err and "localhost:2" in err

@@ -1,0 +1,89 @@
+"""A 2-rank run killed mid-training resumes from rank 0's last checkpoint; a corrupt one stops cleanly.
+
+The first run is killed (SIGKILL on rank 1, in epoch 3, after the checkpoints of epochs 1 and 2);
+the same command is started again, as a Slurm requeue would, and must continue from epoch 2 with
+the weights and optimizer state saved then, and end with identical weights on both ranks.
+"""
+import os
+import re
+import shutil
+
+import pytest
+
+from conftest import PYTHON
+from hvdcourse import faults
+from hvdcourse.launch import run_ranks
+
+STEPS = 5
+ARGS = ["--epochs", "4", "--max-steps", str(STEPS), "--batch-size", "32", "--checkpoint-dir", "ckpt"]
+KILL_AT_STEP = 2 * STEPS + 3  # in epoch 3, after two checkpoints
+RUN_BOUND = 150  # seconds for one 4-epoch run on 2 ranks, start-up included
+EXIT_BOUND = 30  # seconds from the kill to the end of the killed run
+SAVED = re.compile(r"\[checkpoint\] saved epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)")
+RESTORED = re.compile(r"\[checkpoint\] restored epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)")
+FINAL = re.compile(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)")
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory):
+    cwd = str(tmp_path_factory.mktemp("resume"))
+    killed, after_kill = faults.run_with_fault(ARGS, mode="kill", rank=1, at_step=KILL_AT_STEP,
+                                               launcher="mpirun", timeout=RUN_BOUND + 60, cwd=cwd)
+    resumed = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *ARGS], np=2, launcher="mpirun",
+                        timeout=RUN_BOUND + 60, cwd=cwd)
+    return cwd, killed, after_kill, resumed
+
+
+def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resumed):
+    _, killed, after_kill, _ = killed_and_resumed
+    assert not killed.ok and not killed.timed_out, killed.output[-3000:]
+    assert after_kill is not None and after_kill < EXIT_BOUND
+    assert killed.failure.startswith("rank 1 failed first"), killed.output[-2000:]
+    assert [int(m[0]) for m in SAVED.findall(killed.output)] == [1, 2]
+
+
+def test_resumed_run_starts_at_the_epoch_after_the_last_checkpoint(killed_and_resumed):
+    _, _, _, resumed = killed_and_resumed
+    assert resumed.ok, resumed.output[-3000:]
+    assert resumed.seconds < RUN_BOUND
+    assert "start_epoch=2" in resumed.output
+    assert "Epoch 1/4" not in resumed.output and "Epoch 3/4" in resumed.output
+
+
+def test_rank0_restores_the_weights_and_optimizer_state_it_saved(killed_and_resumed):
+    _, killed, _, resumed = killed_and_resumed
+    saved = {m[0]: m for m in SAVED.findall(killed.output)}
+    restored = RESTORED.findall(resumed.output)
+    assert len(restored) == 1  # rank 0 only
+    assert restored[0] == saved["2"]  # same epoch, optimizer step count and weights digest
+    assert restored[0][1] == str(2 * STEPS)
+
+
+def test_resumed_run_continues_the_optimizer_step_count(killed_and_resumed):
+    _, _, _, resumed = killed_and_resumed
+    assert [(m[0], m[1]) for m in SAVED.findall(resumed.output)] == [("3", str(3 * STEPS)), ("4", str(4 * STEPS))]
+
+
+def test_resumed_run_ends_with_identical_weights_on_all_ranks(killed_and_resumed):
+    _, _, _, resumed = killed_and_resumed
+    final = dict(FINAL.findall(resumed.output))
+    assert sorted(final) == ["0", "1"], resumed.output[-2000:]
+    assert final["0"] == final["1"]
+    assert final["0"] == SAVED.findall(resumed.output)[-1][2]  # what rank 0 saved last
+
+
+def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_resumed, tmp_path):
+    cwd, _, _, _ = killed_and_resumed
+    shutil.copytree(os.path.join(cwd, "ckpt"), tmp_path / "ckpt")
+    index = tmp_path / "ckpt" / "ckpt-4.index"
+    index.write_bytes(b"not a checkpoint index" * 4)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()}
+    run = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *ARGS], np=2, launcher="mpirun", timeout=120,
+                    cwd=str(tmp_path))
+    assert run.returncode == 2 and not run.timed_out, run.output[-3000:]
+    assert run.seconds < 90
+    assert "error: cannot restore checkpoint" in run.output and "ckpt-4" in run.output
+    assert "--no-resume" in run.output  # says what to do
+    assert "Traceback" not in run.output
+    assert run.failure.startswith("stopped on a reported error: cannot restore checkpoint")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before  # nothing overwritten
