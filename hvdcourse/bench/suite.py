@@ -1,0 +1,325 @@
+"""The course's benchmark suite, one command (``make bench``; lesson: Measuring performance).
+
+``python -m hvdcourse.bench.suite --out book/data/bench`` measures, on this machine, and writes:
+
+* ``throughput.json``: images/s of plain Keras (1 core; both cores), Horovod at 1 rank, Horovod at
+  2 ranks over Gloo and over MPI, MultiWorkerMirroredStrategy at 2 workers - same model, data and
+  per-rank batch - and where the issue's targets stand;
+* ``tuning.json``: the path from a naive 2-rank run to the tuned one, one change at a time, and
+  sweeps of threads, binding, HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD and batch size;
+* ``allreduce.json``: allreduce bus bandwidth 4 KB - 64 MB (Horovod over Gloo and MPI, mpi4py, the
+  course's ring) beside the memory-copy bandwidth;
+* ``monitor.json``: CPU, memory and context switches sampled during the naive and the tuned run.
+
+Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
+goes through :func:`hvdcourse.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
+tiny version (tests); ``--only`` picks parts. Other work on the machine makes the numbers noisy: the
+load average before each run is recorded next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from hvdcourse.bench import machine, results
+from hvdcourse.bench.allreduce import RESULT_TAG as ALLREDUCE_TAG
+from hvdcourse.bench.monitor import CpuMonitor
+from hvdcourse.bench.throughput import RESULT_TAG
+
+PARTS = ("main", "tuning", "allreduce")
+BATCH = 64                      # per-rank batch of the main comparison
+BATCH_SWEEP = (16, 32, 64, 128, 256)
+MPI_TUNED = {"OMPI_MCA_mpi_yield_when_idle": "1"}  # an idle MPI rank yields its core instead of spinning
+
+
+@dataclass
+class Config:
+    """One benchmark run: what to start, how many ranks, which knobs."""
+
+    label: str
+    mode: str = "hvd"                 # keras | hvd | mwms
+    ranks: int = 2
+    launcher: str = "gloo"            # python | gloo | mpi | mpirun (mwms: started by train_mwms)
+    threads: int = 1                  # -1: TensorFlow's default (all cores, per process)
+    bind: str = "core"
+    taskset: str | None = None        # "0": run under `taskset -c 0`
+    data: str = "memory"
+    batch: tuple = (BATCH,)
+    env: dict = field(default_factory=dict)
+    fit_verbose: int = 0
+    log_all_ranks: bool = False
+    note: str = ""
+
+    def with_(self, label: str, note: str, **changes) -> "Config":
+        return dataclasses.replace(self, label=label, note=note, **changes)
+
+    def argv(self, settings: "Settings") -> list:
+        args = ["--mode", self.mode, "--label", self.label, "--threads", str(self.threads),
+                "--bind", self.bind, "--data", self.data, "--batch-size", ",".join(map(str, self.batch)),
+                "--warmup-steps", str(settings.warmup_steps), "--repeats", str(settings.repeats),
+                "--fit-verbose", str(self.fit_verbose)]
+        if settings.images_per_repeat:
+            args += ["--images-per-repeat", str(settings.images_per_repeat)]
+        else:
+            args += ["--steps", str(settings.steps)]
+        return args + (["--log-all-ranks"] if self.log_all_ranks else [])
+
+    def key(self) -> tuple:
+        """Runs with equal keys measure the same thing: the suite runs them once."""
+        return (self.mode, self.ranks, self.launcher, self.threads, self.bind, self.taskset, self.data,
+                self.batch, tuple(sorted(self.env.items())), self.fit_verbose, self.log_all_ranks)
+
+
+@dataclass
+class Settings:
+    """How long each measurement runs: ``images_per_repeat`` per rank (so every batch size gets about
+    the same time), or a fixed number of ``steps`` when it is 0."""
+
+    warmup_steps: int = 10
+    images_per_repeat: int = 3200
+    steps: int = 50
+    repeats: int = 5
+    timeout: float = 240
+    quick: bool = False
+
+
+QUICK = Settings(warmup_steps=2, images_per_repeat=0, steps=3, repeats=2, timeout=180, quick=True)
+
+# ------------------------------------------------------------------------------------------- runs
+
+KERAS_1CORE = Config("keras-1core", mode="keras", ranks=1, launcher="python", threads=1, bind="none",
+                     taskset="0", note="plain Keras, taskset -c 0, 1 intra-op thread: the baseline")
+HVD_TUNED = Config("hvd-2ranks-gloo", note="1 thread per rank, each rank bound to its own core")
+
+
+def main_configs() -> list:
+    return [
+        KERAS_1CORE,
+        Config("keras-2cores", mode="keras", ranks=1, launcher="python", threads=2, bind="none",
+               note="plain Keras using both cores (2 intra-op threads)"),
+        Config("hvd-1rank", ranks=1, note="horovodrun -np 1 --gloo, bound to one core, 1 thread"),
+        HVD_TUNED,
+        HVD_TUNED.with_("hvd-2ranks-mpi", "horovodrun --mpi, 1 thread per rank, bound; MPI yields when idle",
+                        launcher="mpi", env=dict(MPI_TUNED)),
+        Config("mwms-2workers", mode="mwms", launcher="mwms",
+               note="MultiWorkerMirroredStrategy (gRPC ring), 1 thread per worker, bound"),
+    ]
+
+
+def ladder_configs() -> list:
+    """From the naive run to the tuned one, one change at a time (cumulative)."""
+    naive = Config("naive", threads=-1, bind="none", data="pipeline", batch=(32,), fit_verbose=1,
+                   log_all_ranks=True, note="TensorFlow's default threads, no binding, shuffling tf.data "
+                   "pipeline, batch 32, Keras progress bar on every rank")
+    quiet = naive.with_("+quiet", "log on rank 0 only, no progress bar", fit_verbose=0, log_all_ranks=False)
+    one_thread = quiet.with_("+1 thread/rank", "intra-op = 1, inter-op = 1 per rank", threads=1)
+    bound = one_thread.with_("+bind to core", "each rank pinned to its own core", bind="core")
+    memory = bound.with_("+in-memory data", "cached batches instead of a shuffling pipeline", data="memory")
+    batch = memory.with_("+batch 64", "64 images per rank per step", batch=(BATCH,))
+    return [naive, quiet, one_thread, bound, memory, batch]
+
+
+def sweep_configs() -> dict:
+    """One knob at a time, from the tuned configuration (its default value is the tuned run itself)."""
+    return {
+        "threads": [
+            HVD_TUNED.with_("threads=default, no binding", "TensorFlow default threads", threads=-1, bind="none"),
+            HVD_TUNED.with_("threads=2, no binding", "2 intra-op threads per rank", threads=2, bind="none"),
+            HVD_TUNED.with_("threads=1, no binding", "1 thread per rank, not bound", bind="none"),
+            HVD_TUNED.with_("threads=1, bound", "1 thread per rank, bound to a core"),
+        ],
+        "cycle_time_ms": [
+            HVD_TUNED.with_(f"HOROVOD_CYCLE_TIME={ms}", f"cycle time {ms} ms", env={"HOROVOD_CYCLE_TIME": ms})
+            for ms in ("0.1", "5", "20")
+        ] + [HVD_TUNED.with_("HOROVOD_CYCLE_TIME=1 (default)", "Horovod 0.28's default cycle time")],
+        "fusion_threshold": [
+            HVD_TUNED.with_("HOROVOD_FUSION_THRESHOLD=0", "fusion off: one allreduce per gradient tensor",
+                            env={"HOROVOD_FUSION_THRESHOLD": "0"}),
+            HVD_TUNED.with_("HOROVOD_FUSION_THRESHOLD=64KB", "only small tensors fused",
+                            env={"HOROVOD_FUSION_THRESHOLD": "65536"}),
+            HVD_TUNED.with_("HOROVOD_FUSION_THRESHOLD=128MB (default)", "all gradients in one fused allreduce"),
+        ],
+        "mpi": [
+            HVD_TUNED.with_("mpi, MPI spins when idle", "horovodrun --mpi, OpenMPI's default busy polling",
+                            launcher="mpi"),
+            HVD_TUNED.with_("mpi, MPI yields when idle", "OMPI_MCA_mpi_yield_when_idle=1", launcher="mpi",
+                            env=dict(MPI_TUNED)),
+        ],
+        "batch": [
+            KERAS_1CORE.with_("keras-1core batch sweep", "baseline at each batch", batch=BATCH_SWEEP),
+            HVD_TUNED.with_("hvd-2ranks batch sweep", "tuned Horovod at each per-rank batch", batch=BATCH_SWEEP),
+        ],
+        "baselines": [  # the main comparison's baseline first (run once, shared), then the pipeline one
+            KERAS_1CORE,
+            KERAS_1CORE.with_("keras-1core pipeline", "baseline with the shuffling pipeline",
+                              data="pipeline", batch=(32, BATCH)),
+        ],
+    }
+
+
+def quick_configs() -> dict:
+    """A handful of tiny runs that exercise every code path of the suite (tests)."""
+    return {
+        "main": [c.with_(c.label, c.note, batch=(8,)) for c in main_configs()
+                 if c.label in ("keras-1core", "hvd-2ranks-gloo")],
+        "ladder": [ladder_configs()[0].with_("naive", "quick", batch=(8,))],
+        "sweeps": {},
+    }
+
+
+# ------------------------------------------------------------------------------------------- running
+
+def parse_tagged(output: str, tag: str) -> list:
+    """The JSON documents printed after ``tag`` (launchers may prefix lines with ``[0]<stdout>:``)."""
+    found = []
+    for line in output.splitlines():
+        at = line.find(tag)
+        if at >= 0:
+            found.append(json.loads(line[at + len(tag):]))
+    return found
+
+
+def launch(config: Config, settings: Settings):
+    """Start ``config``'s processes; return the RankRun."""
+    from hvdcourse.launch import run_ranks
+    from hvdcourse.train_mwms import launch_local_workers
+
+    if config.mode == "mwms":
+        return launch_local_workers("hvdcourse.bench.throughput", config.ranks, config.argv(settings),
+                                    timeout=settings.timeout, env=config.env)
+    program = [sys.executable, "-m", "hvdcourse.bench.throughput", *config.argv(settings)]
+    if config.taskset is not None:
+        program = ["taskset", "-c", config.taskset, *program]
+    return run_ranks(program, np=config.ranks, launcher=config.launcher, timeout=settings.timeout,
+                     env=config.env)
+
+
+class Runner:
+    """Runs configurations once each (equal keys share a run) and keeps the monitor traces asked for."""
+
+    def __init__(self, settings: Settings, log=print):
+        self.settings, self.log = settings, log
+        self.cache: dict = {}
+        self.traces: dict = {}
+
+    def run(self, config: Config, trace: bool = False) -> list:
+        key = config.key()
+        if key not in self.cache:
+            load_before = machine.load_average()
+            with CpuMonitor(interval=0.25) as monitor:
+                run = launch(config, self.settings)
+            found = parse_tagged(run.output, RESULT_TAG)
+            common = {"load_average_before": load_before, "wall_seconds_with_launch": round(run.seconds, 1),
+                      "monitor": monitor.summary(), "launcher": config.launcher,
+                      "taskset": config.taskset, "env": config.env}
+            if run.ok and found:
+                rows = [{**row, **common} for row in found]
+            else:
+                tail = run.output.strip().splitlines()[-15:]
+                rows = [{"error": "timed out" if run.timed_out else f"exit code {run.returncode}",
+                         "output_tail": tail, **common}]
+                self.log(f"  ! {config.label}: {rows[0]['error']}\n    " + "\n    ".join(tail[-6:]))
+            self.cache[key] = (rows, monitor.samples)
+        rows, samples = self.cache[key]
+        if trace:
+            self.traces[config.label] = samples
+        out = [{**row, "label": config.label, "note": config.note} for row in rows]
+        for row in out:
+            if "median_images_per_s" in row:
+                self.log(f"  {row['label']:32s} batch {row['batch_per_rank']:4d}  "
+                         f"{row['median_images_per_s']:8.0f} images/s  (load {row['load_average_before'][0]})")
+        return out
+
+
+def run_allreduce(settings: Settings, log=print) -> dict:
+    from hvdcourse.launch import run_ranks
+
+    sizes = (["--max-bytes", str(64 * 1024), "--repeats", "2"] if settings.quick else [])
+    program = [sys.executable, "-m", "hvdcourse.bench.allreduce", *sizes]
+    launches = [("gloo", ["--impl", "hvd", "--label", "hvd-gloo"]),
+                ("mpi", ["--impl", "hvd", "--label", "hvd-mpi"]),
+                ("mpirun", ["--impl", "mpi4py", "--impl", "ring"])]
+    if settings.quick:
+        launches = launches[-1:]
+    docs = []
+    for launcher, args in launches:
+        load_before = machine.load_average()
+        run = run_ranks(program + args, np=2, launcher=launcher, timeout=settings.timeout, env=dict(MPI_TUNED))
+        found = parse_tagged(run.output, ALLREDUCE_TAG)
+        if not (run.ok and found):
+            log(f"  ! allreduce via {launcher} failed: " + " | ".join(run.output.strip().splitlines()[-5:]))
+        for doc in found:
+            doc.update({"launcher": launcher, "load_average_before": load_before})
+            docs.append(doc)
+            big = doc["rows"][-1]
+            log(f"  {doc['label']:10s} {big['bytes'] / 2**20:6.2f} MB: {big['bus_bytes_per_second'] / 1e9:6.2f} GB/s "
+                f"bus bandwidth (correct: {doc['correct']})")
+    memcopy = machine.memcopy_bandwidth(16 * 2**20 if settings.quick else 256 * 2**20)
+    log(f"  memory copy (numpy, one core): {memcopy['bytes_per_second'] / 1e9:.2f} GB/s")
+    return {"memcopy": memcopy, "results": docs, "env": dict(MPI_TUNED)}
+
+
+def write(out_dir: str, name: str, doc: dict) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=print) -> dict:
+    """Run the chosen parts, write their JSON files into ``out_dir``, return {name: document}."""
+    settings = settings or Settings()
+    runner = Runner(settings, log)
+    configs = quick_configs() if settings.quick else {
+        "main": main_configs(), "ladder": ladder_configs(), "sweeps": sweep_configs()}
+    header = {"machine": machine.describe_machine(), "settings": dataclasses.asdict(settings),
+              "command": "python -m hvdcourse.bench.suite " + " ".join(sys.argv[1:])}
+    docs, start = {}, time.monotonic()
+    if "main" in parts:
+        log("throughput: same model, data and per-rank batch")
+        rows = [row for c in configs["main"] for row in runner.run(c, trace=c.label == HVD_TUNED.label)]
+        docs["throughput"] = {**header, "results": rows}
+    if "tuning" in parts:
+        log("tuning: from the naive run to the tuned one")
+        ladder = [row for c in configs["ladder"] for row in runner.run(c, trace=c.label == "naive")]
+        sweeps = {name: [row for c in group for row in runner.run(c)] for name, group in configs["sweeps"].items()}
+        docs["tuning"] = {**header, "ladder": ladder, "sweeps": sweeps}
+        docs["monitor"] = {**header, "interval_s": 0.25, "runs": runner.traces}
+    elif runner.traces:
+        docs["monitor"] = {**header, "interval_s": 0.25, "runs": runner.traces}
+    if "allreduce" in parts:
+        log("allreduce: bus bandwidth beside the memory-copy bound")
+        docs["allreduce"] = {**header, **run_allreduce(settings, log)}
+    status = results.targets(docs.get("throughput"), docs.get("allreduce"))
+    if "throughput" in docs:
+        docs["throughput"]["targets"] = status
+    for name, doc in docs.items():
+        doc["machine"]["load_average_at_end"] = machine.load_average()
+        write(out_dir, name, doc)
+    log(f"targets (machine: {header['machine']['cpu_model']}, {header['machine']['logical_cores']} cores, "
+        f"load at start {header['machine']['load_average_1_5_15min']}):\n" + results.format_targets(status))
+    log(f"wrote {', '.join(sorted(docs))} into {out_dir} in {time.monotonic() - start:.0f} s")
+    return docs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Run the course's benchmarks and write JSON results.")
+    parser.add_argument("--out", default=os.path.join("book", "data", "bench"), help="folder for the JSON files")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="tiny settings (tests): seconds, not minutes")
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else Settings()
+    run_suite(args.out, tuple(args.only or PARTS), settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""hvdcourse.bench.suite: one command writes every result file, with the machine (tiny settings)."""
+import json
+import os
+
+import pytest
+
+from hvdcourse.bench.suite import (Config, QUICK, ladder_configs, main_configs, parse_tagged, run_suite,
+                                   sweep_configs)
+
+
+def test_tagged_lines_are_parsed_as_json():
+    assert parse_tagged('noise\nTAG {"a": 1}\nTAG {"a": 2}\n', "TAG ") == [{"a": 1}, {"a": 2}]
+
+
+def test_equal_configurations_share_one_run():
+    assert Config("a", note="x").key() == Config("b", note="y").key()
+    assert Config("a").key() != Config("a", env={"HOROVOD_CYCLE_TIME": "5"}).key()
+
+
+def test_main_comparison_uses_one_model_data_and_batch_for_all():
+    configs = main_configs()
+    assert {c.label for c in configs} == {"keras-1core", "keras-2cores", "hvd-1rank", "hvd-2ranks-gloo",
+                                          "hvd-2ranks-mpi", "mwms-2workers"}
+    assert len({(c.batch, c.data) for c in configs}) == 1
+
+
+def test_baseline_is_pinned_to_one_core_with_one_thread():
+    (base,) = [c for c in main_configs() if c.label == "keras-1core"]
+    assert base.taskset == "0" and base.threads == 1
+
+
+def test_ladder_ends_at_the_tuned_configuration():
+    tuned = [c for c in main_configs() if c.label == "hvd-2ranks-gloo"][0]
+    assert ladder_configs()[-1].key() == tuned.key()
+    assert set(sweep_configs()) >= {"threads", "cycle_time_ms", "fusion_threshold", "batch"}
+
+
+@pytest.fixture(scope="module")
+def quick_suite(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("bench"))
+    return out, run_suite(out, settings=QUICK, log=lambda *a: None)
+
+
+def test_quick_suite_writes_every_file_with_the_machine(quick_suite):
+    out, _ = quick_suite
+    for name in ("throughput", "tuning", "allreduce", "monitor"):
+        with open(os.path.join(out, f"{name}.json")) as fh:
+            doc = json.load(fh)
+        assert doc["machine"]["logical_cores"] >= 1 and "load_average_1_5_15min" in doc["machine"]
+
+
+def test_quick_suite_measures_every_main_run_it_lists(quick_suite):
+    _, docs = quick_suite
+    rows = docs["throughput"]["results"]
+    assert all("median_images_per_s" in r for r in rows), [r.get("output_tail") for r in rows]
+    assert {t["target"] for t in docs["throughput"]["targets"]} == {
+        "efficiency_2_ranks", "hvd_1_rank_vs_keras", "hvd_vs_mwms", "allreduce_64mb_vs_memcopy"}
+
+
+def test_quick_suite_records_a_cpu_trace(quick_suite):
+    _, docs = quick_suite
+    traces = [t for t in docs["monitor"]["runs"].values() if t]
+    assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(traces[0][0])
