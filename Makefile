@@ -15,6 +15,7 @@ help:
 	@echo "make check  - print what Horovod was built with and run it on 2 ranks"
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
+	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
 
 env:
 	@bash tools/setup_env.sh
@@ -33,6 +34,12 @@ bench: env
 
 exercises: env
 	$(PY) -m hvdcourse.exercises.generate
+
+cluster-start: env
+	@bash tools/local_cluster_start.sh
+
+cluster-stop:
+	@bash tools/local_cluster_stop.sh
 
 clean:
 	rm -rf _build .pytest_cache

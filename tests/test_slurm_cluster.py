@@ -19,6 +19,11 @@ def cluster():
     cluster.stop(quiet=True, remove=True)
 
 
+def tasks(cluster):
+    """Pids of the job tasks ('sleep') among the cluster's processes."""
+    return [p.pid for p in cluster.processes() if p.name() == "sleep"]
+
+
 def pgrep(pattern):
     proc = subprocess.run(["pgrep", "-a", "-f", pattern], capture_output=True, text=True)
     return proc.stdout.strip()
@@ -45,11 +50,13 @@ def test_stop_leaves_no_process_behind_even_with_a_running_job(cluster, tmp_path
     job = cluster.command(["sbatch", "--parsable", "--nodes=2", "--output=sleep.out", "--wrap", "srun sleep 300"],
                           cwd=str(tmp_path)).stdout.strip()
     deadline = time.monotonic() + 60
-    while "sleep 300" not in pgrep("sleep 300") and time.monotonic() < deadline:
+    while time.monotonic() < deadline and len(tasks(cluster)) < 2:
         time.sleep(0.5)
     assert cluster.job_info(int(job))["JobState"] == "RUNNING"
+    running_tasks = tasks(cluster)
+    assert len(running_tasks) == 2  # one 'sleep 300' per node, children of the cluster's slurmstepd
     stopped = cluster.stop()
-    assert len(stopped) >= 4 + 2 + 2  # 4 daemons, a slurmstepd per node and their 'sleep' tasks
+    assert set(running_tasks) <= set(stopped) and len(stopped) >= 4 + 2 + 2  # daemons, slurmstepd, tasks
     assert pgrep(cluster.dir) == ""
     assert all(not os.path.exists(f"/proc/{pid}/cmdline") or open(f"/proc/{pid}/cmdline").read() == ""
                for pid in stopped)  # gone, or a zombie waiting for init
@@ -66,7 +73,7 @@ def test_start_that_times_out_says_why_and_cleans_up(cluster):
 
 @pytest.mark.timeout(120)
 def test_start_and_stop_commands_work_from_the_shell(cluster):
-    env = dict(os.environ, PYTHON=PYTHON)
+    env = dict(os.environ, VENV=os.path.dirname(os.path.dirname(PYTHON)))  # as `make cluster-start` runs it
     start = subprocess.run([os.path.join(ROOT, "tools", "local_cluster_start.sh"), "--dir", cluster.dir],
                            capture_output=True, text=True, timeout=90, env=env)
     assert start.returncode == 0, start.stderr
