@@ -148,6 +148,14 @@ def test_hostfile_expands_slurms_compressed_task_counts(local_cluster):
     assert proc.stdout == "gpu07 slots=4\ngpu08 slots=4\ngpu09 slots=2\n", proc.stderr
 
 
+@pytest.mark.timeout(120)
+def test_select_gpu_under_srun_numbers_gpus_by_rank_on_the_node(local_cluster, tmp_path):
+    proc = local_cluster.command(["srun", "--nodes=1", "--ntasks=2", "--overcommit", "--label", "--time=1",
+                                  os.path.join(ROOT, "slurm", "select-gpu"), "printenv", "CUDA_VISIBLE_DEVICES"],
+                                 cwd=str(tmp_path), timeout=100)
+    assert sorted(proc.stdout.split("\n")[:2]) == ["0: 0", "1: 1"], proc.stdout + proc.stderr
+
+
 @pytest.mark.timeout(180)
 def test_jupyterlab_job_answers_only_with_its_token(local_cluster, tmp_path):
     env = local_cluster.env({"HVDCOURSE_ROOT": ROOT, "HVD_SITE": "cpu"})  # as if submitted from the course folder

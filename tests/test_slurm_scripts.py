@@ -136,3 +136,17 @@ def test_jupyter_dry_run_keeps_the_token_off_the_command_line():
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"JUPYTER_TOKEN=<random> jupyter lab --no-browser --ip=\S+ --port=\d+", proc.stdout)
     assert "token=" not in proc.stdout.split("jupyter lab", 1)[1]
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_gives_the_rank_the_gpu_of_its_local_id():
+    proc = run(["slurm/select-gpu", "printenv", "ROCR_VISIBLE_DEVICES"],
+               env={"SLURM_LOCALID": "5", "SITE_GPU_VISIBLE_VAR": "ROCR_VISIBLE_DEVICES"})
+    assert proc.returncode == 0 and proc.stdout == "5\n", proc.stderr
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_outside_srun_says_so():
+    env = {k: v for k, v in launch_env().items() if k != "SLURM_LOCALID"}
+    proc = subprocess.run(["slurm/select-gpu", "true"], cwd=ROOT, capture_output=True, text=True, timeout=20, env=env)
+    assert proc.returncode != 0 and "runs under srun" in proc.stderr
