@@ -117,17 +117,34 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
         def on_epoch_end(self, epoch, logs=None):
             self.logs.append(dict(logs or {}))
 
+    class LrTrace(tf.keras.callbacks.Callback):
+        """The learning rate in the optimizer at every training step."""
+
+        def __init__(self):
+            super().__init__()
+            self.values = []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.values.append(float(self.model.optimizer.learning_rate))
+
+    # One model and optimizer for all runs (compiled once: no re-tracing); each run starts from the
+    # seed's initial weights with the optimizer's state (step count, moments) set back to zero.
+    model = course_model.build_model()
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=base_lr))
+    model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
     for seed in seeds:
+        tf.keras.utils.set_random_seed(seed)
+        initial = course_model.build_model().get_weights()  # same initial weights for every config
         for config in configs:
-            tf.keras.utils.set_random_seed(seed)  # same initial weights for every config of this seed
-            model = course_model.build_model()
+            model.set_weights(initial)
+            for variable in optimizer.variables:
+                variable.assign(tf.zeros_like(variable))
             lr = base_lr if config == "unscaled" else base_lr * hvd.size()
-            optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=lr))
-            model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
-            before, after = Probe(), Probe()
+            optimizer.learning_rate.assign(lr)
+            before, after, lr_trace = Probe(), Probe(), LrTrace()
             full = []
             callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), before,
-                         hvd.callbacks.MetricAverageCallback(), after,
+                         hvd.callbacks.MetricAverageCallback(), after, lr_trace,
                          tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: full.append(
                              (training.evaluate(model, x_test, y_test,
                                                 reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)),
@@ -145,6 +162,7 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
                 metrics, lr_now = full[epoch]
                 records.append({"config": config, "seed": seed, "epoch": epoch + 1, "workers": hvd.size(),
                                 "lr_end_of_epoch": lr_now, "steps_per_epoch": steps, "fit_seconds": seconds,
+                                "lr_per_step": lr_trace.values[epoch * steps:(epoch + 1) * steps],
                                 "val_accuracy_own_shard": [float(r[epoch]) for r in own],
                                 "val_accuracy_logged": float(after.logs[epoch]["val_accuracy"]),
                                 "test_accuracy": metrics["accuracy"], "test_loss": metrics["loss"]})
@@ -156,7 +174,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="JSON file written by rank 0")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="batch size of one rank")
     parser.add_argument("--lr", type=float, default=1e-3, help="single-worker learning rate")
     parser.add_argument("--warmup-epochs", type=float, default=1.0)

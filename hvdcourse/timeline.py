@@ -30,10 +30,10 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-# Bytes per element of Horovod's data types (the ``dtype`` written with a tensor's last E event).
-DTYPE_BYTES = {"HOROVOD_UINT8": 1, "HOROVOD_INT8": 1, "HOROVOD_UINT16": 2, "HOROVOD_INT16": 2,
-               "HOROVOD_INT32": 4, "HOROVOD_INT64": 8, "HOROVOD_FLOAT16": 2, "HOROVOD_BFLOAT16": 2,
-               "HOROVOD_FLOAT32": 4, "HOROVOD_FLOAT64": 8, "HOROVOD_BOOL": 1}
+# Bytes per element of the data types written with a tensor's last E event ("float32"; older
+# versions wrote "HOROVOD_FLOAT32").
+DTYPE_BYTES = {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
+               "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1}
 
 
 class TimelineError(RuntimeError):
@@ -210,7 +210,7 @@ def phase_table(spans: list):
 
 def tensor_bytes(span: Span) -> int | None:
     """Size in bytes of a span's tensor from its ``dtype``/``shape`` arguments, None if unknown."""
-    dtype, shape = span.args.get("dtype"), span.args.get("shape")
+    dtype, shape = str(span.args.get("dtype", "")).lower().replace("horovod_", ""), span.args.get("shape")
     if dtype not in DTYPE_BYTES or shape is None:
         return None
     dims = [int(d) for d in str(shape).strip("[]() ").replace(" ", "").split(",") if d]
@@ -266,8 +266,12 @@ def summary(spans: list, events: list | None = None) -> dict:
 
 # ------------------------------------------------------------------------------------------ drawing
 
-_PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
-            "#CCB974", "#64B5CD"]
+# One colour per phase, the same in every chart; phases not listed get the next free colour.
+PHASE_COLOURS = {"NEGOTIATE_ALLREDUCE": "#4C72B0", "NEGOTIATE_BROADCAST": "#64B5CD", "ALLREDUCE": "#DD8452",
+                 "BROADCAST": "#937860", "INIT_FUSION_BUFFER": "#8C8C8C", "MEMCPY_IN_FUSION_BUFFER": "#55A868",
+                 "GLOO_ALLREDUCE": "#C44E52", "MPI_ALLREDUCE": "#C44E52", "NCCL_ALLREDUCE": "#C44E52",
+                 "GLOO_BCAST": "#DA8BC3", "MPI_BCAST": "#DA8BC3", "MEMCPY_OUT_FUSION_BUFFER": "#8172B3"}
+_PALETTE = ["#CCB974", "#2F4B7C", "#A05195", "#F95D6A", "#665191", "#FFA600"]
 
 
 def short_name(tensor: str, width: int = 38) -> str:
@@ -295,7 +299,8 @@ def gantt(spans: list, ax=None, max_tensors: int = 30, window_ms: tuple | None =
         if s.tensor not in rows and len(rows) < max_tensors:
             rows[s.tensor] = len(rows)
     phases = list(dict.fromkeys(s.phase for s in sorted(spans, key=lambda s: (s.depth, s.start_us))))
-    colours = {p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(phases)}
+    others = [p for p in phases if p not in PHASE_COLOURS]
+    colours = {**PHASE_COLOURS, **{p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(others)}}
     bars = defaultdict(list)
     for s in spans:
         if s.tensor in rows:

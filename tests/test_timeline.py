@@ -29,7 +29,7 @@ EVENTS = [
     {"ph": "B", "name": "GLOO_ALLREDUCE", "ts": 120, "pid": 2},
     {"ph": "E", "ts": 300, "pid": 1},
     {"ph": "E", "ts": 300, "pid": 2},
-    {"ph": "E", "ts": 310, "pid": 1, "args": {"dtype": "HOROVOD_FLOAT32", "shape": "[3, 4]"}},
+    {"ph": "E", "ts": 310, "pid": 1, "args": {"dtype": "float32", "shape": "[3, 4]"}},
     {"ph": "E", "ts": 310, "pid": 2, "args": {"dtype": "HOROVOD_FLOAT32", "shape": "[5]"}},
     # a second, unfused allreduce of grad_a, after the first one
     {"ph": "B", "name": "ALLREDUCE", "ts": 400, "pid": 1},
@@ -131,6 +131,12 @@ def test_fused_ops_groups_overlapping_allreduces_and_adds_their_bytes(tmp_path):
 def test_rank_ready_lists_the_negotiation_ticks_per_rank(tmp_path):
     ticks = timeline.rank_ready(timeline.read_trace(write(tmp_path / "t.json", HEADER + EVENTS)))
     assert ticks.to_dict("records") == [{"tensor": "grad_a", "rank": 0, "ts_us": 12.0}]
+
+
+def test_tensor_bytes_reads_both_spellings_of_the_dtype():
+    new = timeline.Span("t", "ALLREDUCE", 0, 1, 0, args={"dtype": "float32", "shape": "[800, 64]"})
+    old = timeline.Span("t", "ALLREDUCE", 0, 1, 0, args={"dtype": "HOROVOD_FLOAT64", "shape": "[3]"})
+    assert (timeline.tensor_bytes(new), timeline.tensor_bytes(old)) == (800 * 64 * 4, 24)
 
 
 def test_gantt_draws_one_row_per_tensor_and_a_legend_entry_per_phase(tmp_path):
