@@ -19,6 +19,14 @@ from hvdcourse.mpienv import launch_env, require_mpi
 
 LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
 ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
+# horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI).
+_RANK_TAG = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
+
+
+def untag(text: str) -> str:
+    """Remove horovodrun's per-line rank tags so outputs of all launchers read alike."""
+    return _RANK_TAG.sub("", text)
+
 
 @dataclass
 class RankRun:
