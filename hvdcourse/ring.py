@@ -280,7 +280,8 @@ def main(argv=None) -> int:
         hvd_ok = bool(np.allclose(ours, theirs, rtol=1e-12, atol=1e-12))
         line += f" horovod_match={hvd_ok} horovod_size={hvd.size()}"
         ok = ok and hvd_ok and hvd.size() == size
-    print(line, flush=True)
+    sys.stdout.write(line + "\n")  # one write: lines of different ranks do not interleave
+    sys.stdout.flush()
     return 0 if ok else 1
 
 

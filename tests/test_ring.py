@@ -1,5 +1,6 @@
 """hvdcourse.ring: the mpi4py ring allreduce agrees with numpy and Horovod; the cost model's properties."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,9 +11,11 @@ from hvdcourse.launch import run_ranks
 
 
 def run_ring_check(np_, *args, launcher="mpirun"):
+    """The ``[ring] ...`` report of every rank (found anywhere: mpirun may merge the ranks' lines)."""
     run = run_ranks([PYTHON, "-m", "hvdcourse.ring", *args], np=np_, launcher=launcher, timeout=120)
     assert run.ok, run.output[-3000:]
-    return [line for line in run.output.splitlines() if line.startswith("[ring]")]
+    return re.findall(r"\[ring\] rank=\d+ size=\d+ length=\d+ numpy_match=\w+(?: horovod_match=\w+ horovod_size=\d+)?",
+                      run.output)
 
 
 # ----------------------------------------------------------------------------- with MPI
