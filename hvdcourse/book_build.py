@@ -24,7 +24,7 @@ BUILD_TIMEOUT = 1800
 
 def book_env() -> dict:
     """Environment for executing lessons: MPI defaults, quiet TF, a private IPython dir."""
-    env = launch_env({"PYTHONPATH": ROOT, "MPLBACKEND": "Agg", "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+    env = launch_env({"PYTHONPATH": ROOT, "PYDEVD_DISABLE_FILE_VALIDATION": "1"})
     env.setdefault("IPYTHONDIR", tempfile.mkdtemp(prefix="hvdcourse-ipython-"))
     return env
 
