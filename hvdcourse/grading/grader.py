@@ -123,7 +123,8 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
     os.makedirs(sandbox)
     os.makedirs(private, mode=0o700)
     job = {"notebook": os.path.abspath(path), "sandbox": sandbox, "private": private, "deny": deny,
-           "exercises": notebook_exercises(path), "timeout": args.timeout, "cell_timeout": args.timeout,
+           "exercises": notebook_exercises(path), "timeout": args.timeout,
+           "cell_timeout": args.cell_timeout or args.timeout,
            "output_cap": int(args.output_cap * 1000), "report": os.path.join(private, "report.json"),
            "hide": can_hide()}
     with open(os.path.join(private, "job.json"), "w") as fh:
@@ -182,6 +183,8 @@ def main(argv=None) -> int:
     parser.add_argument("submissions", help="folder with one folder (or one .ipynb) per student")
     parser.add_argument("--out", required=True, help="folder for scores.csv, feedback/, summary.md")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per notebook (default 600)")
+    parser.add_argument("--cell-timeout", type=float, default=None,
+                        help="seconds per student cell (default: the notebook's limit); the checks get the rest")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; each "
                         "distributed check uses 2 cores)")
     parser.add_argument("--output-cap", type=float, default=2000, help="kB of output per notebook (default 2000)")

@@ -16,6 +16,43 @@ CHECK_MODULES = ("hvdcourse.exercises.result", "hvdcourse.exercises.common", "hv
                  "hvdcourse.exercises.checks_tools", "hvdcourse.exercises.checks")
 
 
+class OutputLimitExceeded(Exception):
+    """A cell printed more than the grader accepts."""
+
+
+def cap_output(limit: int) -> None:
+    """Make print() in one cell fail past ``limit`` characters (an IPython startup file calls this).
+
+    It stops a runaway loop where it prints, before megabytes reach the grader; the grader's own
+    count of the kernel's messages stays the authority.
+    """
+    from IPython import get_ipython
+
+    class Capped:
+        def __init__(self, stream):
+            self._stream, self.count = stream, 0
+
+        def write(self, text):
+            self.count += len(text)
+            if self.count > limit:
+                self.write = self._stream.write  # let the error itself be shown
+                raise OutputLimitExceeded(f"[grader] this cell printed more than {limit // 1000} kB")
+            return self._stream.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self._stream, name)
+
+    streams = [Capped(sys.stdout), Capped(sys.stderr)]
+    sys.stdout, sys.stderr = streams
+
+    def reset(*_):
+        for stream in streams:
+            stream.count = 0
+            stream.__dict__.pop("write", None)
+
+    get_ipython().events.register("pre_run_cell", reset)
+
+
 def fresh_checks():
     """The checks module, reloaded with everything it depends on."""
     for name in CHECK_MODULES:

@@ -14,6 +14,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -53,6 +54,10 @@ def kernel_env(job: dict, sandbox: str, private: str) -> dict:
         os.makedirs(folder, exist_ok=True)
     with open(os.path.join(private, "sitecustomize.py"), "w") as fh:
         fh.write("from hvdcourse.grading import audit\naudit.install()\n")
+    startup = os.path.join(home, ".ipython", "profile_default", "startup")
+    os.makedirs(startup, exist_ok=True)
+    with open(os.path.join(startup, "00-hvdcourse-output-cap.py"), "w") as fh:
+        fh.write(f"from hvdcourse.grading.kernel_side import cap_output\ncap_output({job['output_cap']})\n")
     pythonpath = [private] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     policy = {"workdir": sandbox, "deny": job["deny"], "log": os.path.join(private, "violations.jsonl")}
     return launch_env({
@@ -64,22 +69,22 @@ def kernel_env(job: dict, sandbox: str, private: str) -> dict:
     })
 
 
+class OutputCapExceeded(Exception):
+    """A cell printed more than the grader accepts."""
+
+
 def _capped_client(nb, sandbox: str, cell_timeout: float, output_cap: int):
-    """An nbclient client that stops collecting output (and interrupts the cell) past ``output_cap`` bytes."""
+    """An nbclient client that interrupts a cell as soon as the notebook's output passes ``output_cap`` bytes."""
     from nbclient import NotebookClient
 
     class CappedClient(NotebookClient):
         output_bytes = 0
-        capped_cell = None
 
         def output(self, outs, msg, display_id, cell_index):
-            size = len(json.dumps(msg.get("content", {})))
-            self.output_bytes += size
+            self.output_bytes += len(json.dumps(msg.get("content", {})))
             if self.output_bytes > output_cap:
-                if self.capped_cell is None:
-                    self.capped_cell = cell_index
-                    self.km.interrupt_kernel()
-                return None
+                os.kill(self.km.provisioner.process.pid, signal.SIGINT)  # stop the cell at its source
+                raise OutputCapExceeded(cell_index)
             return super().output(outs, msg, display_id, cell_index)
 
     return CappedClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
@@ -109,36 +114,50 @@ def execute(job: dict) -> dict:
     try:
         with client.setup_kernel(env=env, cwd=sandbox):
             for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
+                grading = index == len(nb.cells) - 1  # the grader's own cell may use all that is left
+                if cell.cell_type != "code" or (report["status"] == "output-cap" and not grading):
                     continue
                 left = deadline - time.monotonic()
                 if left <= 1:
                     raise CellTimeoutError(f"no time left for cell {index + 1}")
-                client.timeout = max(1, int(min(job["cell_timeout"], left)))
+                client.timeout = max(1, int(left if grading else min(job["cell_timeout"], left)))
                 with open(os.path.join(private, "progress"), "w") as fh:
                     fh.write(str(index + 1))
-                client.execute_cell(cell, index)
-                if client.capped_cell is not None:
+                try:
+                    client.execute_cell(cell, index)
+                except OutputCapExceeded:
                     report["status"] = "output-cap"
-                    report["problem"] = (f"cell {client.capped_cell + 1} printed more than "
-                                         f"{job['output_cap'] // 1000} kB; it was interrupted and the rest not run")
-                    break
+                    report["problem"] = (f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
+                                         "was interrupted and the cells after it were not run (the answers "
+                                         "defined before it were still graded)")
+                    report["output_bytes"] = client.output_bytes
+                    client.output_bytes = -10 * job["output_cap"]  # room for the grader's own cell
+                    cell.outputs = []
+                    continue
                 for out in cell.get("outputs", []):
-                    if out.get("output_type") == "error" and index < report["cells"]:
+                    if out.get("output_type") == "error" and not grading:
                         report["errors"].append({"cell": index + 1, "ename": out.get("ename", ""),
                                                  "evalue": _first_line(out.get("evalue", ""))})
+        capped = [e["cell"] for e in report["errors"] if e["ename"] == "OutputLimitExceeded"]
+        if capped and report["status"] == "ok":
+            report["status"] = "output-cap"
+            report["problem"] = (f"cell {capped[0]} printed more than {job['output_cap'] // 1000} kB; its output "
+                                 "was cut there (the other cells ran and were graded)")
     except CellTimeoutError:
         report["status"] = "timeout"
-        report["problem"] = f"cell {index + 1} was still running when the time limit was reached; it was stopped"
+        report["problem"] = (f"cell {index + 1} was still running after {client.timeout} s (an endless loop, or "
+                             "a rank waiting for another?); the kernel and everything it started were stopped"
+                             if index < report["cells"] else
+                             "the checks did not finish within the notebook's time limit; they were stopped")
     except DeadKernelError:
         report["status"] = "kernel-died"
         report["problem"] = (f"the Python kernel died in cell {index + 1} (sys.exit/exit(), os._exit, a crash "
                              "or running out of memory); the cells after it were not run")
     finally:
         report["seconds"] = round(time.monotonic() - start, 1)
-        report["output_bytes"] = client.output_bytes
+        report.setdefault("output_bytes", client.output_bytes)
         processes.kill_tagged(os.environ.get(TOKEN_ENV, ""), spare=os.getpid())
-    if nb.cells and report["status"] == "ok":
+    if nb.cells and report["status"] in ("ok", "output-cap"):
         for out in nb.cells[-1].get("outputs", []):
             text = out.get("text", "") if out.get("output_type") == "stream" else ""
             for line in text.splitlines():

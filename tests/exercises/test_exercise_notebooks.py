@@ -1,0 +1,54 @@
+"""The generated notebooks, executed as a learner would: solutions pass every check, learner versions
+fail only at their placeholders (and their checks say "not done yet")."""
+import os
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from hvdcourse.exercises import paths
+from hvdcourse.mpienv import launch_env
+
+NAMES = sorted(f[:-6] for f in os.listdir(paths.SOLUTIONS_DIR) if f.endswith(".ipynb"))
+
+
+def execute(path, folder):
+    """Run every cell (errors kept in the outputs); return the executed notebook."""
+    nb = nbformat.read(path, as_version=4)
+    env = launch_env({"MPLBACKEND": "Agg", "IPYTHONDIR": os.path.join(folder, ".ipython")})
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": folder}})
+    client.execute(env=env)
+    return nb
+
+
+def check_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and re.search(r"^checks\.ex\d\d_", c.source, re.M)]
+
+
+def text_of(cell):
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def errors_of(nb):
+    return [(i, o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_notebook_runs_without_error_and_passes_its_checks(name, tmp_path):
+    nb = execute(os.path.join(paths.SOLUTIONS_DIR, name + ".ipynb"), str(tmp_path))
+    assert errors_of(nb) == []
+    reports = [text_of(c) for c in check_cells(nb)]
+    assert reports and all(re.search(r"all \d+ checks passed", r) for r in reports), reports
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learner_notebook_fails_only_at_its_placeholders(name, tmp_path):
+    nb = execute(os.path.join(paths.EXERCISES_DIR, name + ".ipynb"), str(tmp_path))
+    label = f"Exercise {int(name[2:4])}: "
+    assert all(ename == "NotImplementedError" and evalue.startswith(label) for _, ename, evalue in errors_of(nb)), \
+        errors_of(nb)
+    reports = [text_of(c) for c in check_cells(nb)]
+    assert reports and all("not done yet" in r for r in reports), reports

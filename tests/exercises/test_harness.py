@@ -1,0 +1,55 @@
+"""Running a learner's function on ranks (hvdcourse/exercises/harness.py): errors, hangs, files per rank."""
+import os
+import subprocess
+
+from hvdcourse.exercises.harness import describe_failure, run_on_ranks
+
+
+def test_each_rank_runs_in_its_own_folder_and_returns_its_value():
+    def write_and_return(n, rank, size):
+        open(f"from-rank-{rank}.txt", "w").close()
+        return [rank, size, n]
+
+    outcome = run_on_ranks("call", write_and_return, np=2, timeout=60, args=(7,))
+    assert outcome.values() == [[0, 2, 7], [1, 2, 7]]
+    assert outcome.files == {0: ["from-rank-0.txt"], 1: ["from-rank-1.txt"]}
+
+
+def test_an_error_on_one_rank_is_reported_with_its_rank_and_line():
+    def fails_on_rank_1(n, rank, size):
+        if rank == 1:
+            raise ValueError("only rank 1 fails")
+        return [0]
+
+    outcome = run_on_ranks("call", fails_on_rank_1, np=2, timeout=60, args=(1,))
+    assert not outcome.all_ok
+    message = describe_failure(outcome)
+    assert message.startswith("rank 1 raised ValueError: only rank 1 fails")
+    assert 'raise ValueError("only rank 1 fails")' in message
+
+
+def test_a_hanging_rank_is_killed_at_the_timeout_with_no_process_left():
+    def hangs(n, rank, size):
+        import time
+        time.sleep(300 + n)  # the 300 makes the command line findable below
+
+    outcome = run_on_ranks("call", hangs, np=2, timeout=8, args=(1,))
+    assert outcome.timed_out and "did not finish in time" in describe_failure(outcome)
+    left = subprocess.run(["pgrep", "-f", "hvdcourse.exercises.harness"], capture_output=True, text=True).stdout
+    assert not [pid for pid in left.split() if _cwd_is_check_dir(pid)]
+
+
+def _cwd_is_check_dir(pid):
+    try:
+        return "hvdcourse-check-" in os.readlink(f"/proc/{pid}/cwd") and os.getpid() != int(pid)
+    except OSError:
+        return False
+
+
+def test_sys_exit_in_the_learner_function_is_an_answer_not_a_crash():
+    def exits(n, rank, size):
+        import sys
+        sys.exit("bye")
+
+    outcome = run_on_ranks("call", exits, np=2, timeout=60, args=(1,))
+    assert outcome.first_error()["error"] == "SystemExit: bye"

@@ -1,0 +1,211 @@
+"""The sample class: student notebooks built from the learner notebooks, for the grader's tests and demo.
+
+``python tests/grading/grading_samples.py`` rewrites ``tests/grading/submissions/``; a test checks that the
+committed files are what this builds, so the samples follow the exercises when those change.
+
+Each student edits the learner notebook of an exercise the way a student would: the answer cell
+(the one with the placeholder) gets their code; some also add cells. alice answers well; bob makes
+the classic mistakes; carol, dave and eve submit the broken notebooks a grader must survive.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import nbformat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "tests", "grading", "submissions")
+SOLUTION = object()  # "this student's answer is the solution cell"
+MARKER = "hvdcourse-sample-sleeper"  # in the command line of ranks that dave's notebook leaves running
+
+BOB_EX01 = '''import numpy as np
+
+from hvdcourse.exercises import checks
+
+
+def after_collectives(values):
+    size = len(values)
+    arrays = np.asarray(values, dtype=float)
+    return {
+        "allreduce": [arrays.sum(axis=0).tolist()] * size,  # like MPI: a sum
+        "allreduce_sum": [arrays.sum(axis=0).tolist()] * size,
+        "broadcast_from_1": [arrays[1].tolist()] * size,
+        "allgather": [arrays.tolist()] * size,  # a list of the ranks' vectors
+    }
+'''
+
+BOB_EX03 = '''import numpy as np
+
+from hvdcourse.exercises import checks
+
+
+def shard_indices(num_examples, rank, size):
+    per_rank = num_examples // size  # contiguous blocks; the remainder is forgotten
+    return list(range(rank * per_rank, (rank + 1) * per_rank))
+'''
+
+BOB_EX04 = '''import numpy as np
+
+from hvdcourse.exercises import checks
+
+
+def ring_allreduce(comm, x):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    total = np.array(x, dtype=np.float64)
+    passing = total.copy()
+    for _ in range(size - 1):  # pass whole vectors around the ring
+        incoming = np.empty_like(passing)
+        comm.Sendrecv(passing, dest=right, recvbuf=incoming, source=left)
+        total += incoming
+        passing = incoming
+    return total
+'''
+
+BOB_EX06 = '''def optimizer_and_warmup(hvd, base_lr, warmup_epochs, steps_per_epoch):
+    scaled_lr = base_lr * hvd.size()
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=scaled_lr))
+    # as in the source guide
+    warmup = hvd.callbacks.LearningRateWarmupCallback(lr=scaled_lr, warmup_epochs=warmup_epochs, verbose=1)
+    return optimizer, [warmup]
+'''
+
+BOB_EX07 = '''import os
+
+import tensorflow as tf
+
+from hvdcourse.exercises import checks
+
+
+def distributed_callbacks(hvd, checkpoint_dir):
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    return [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        tf.keras.callbacks.ModelCheckpoint(os.path.join(checkpoint_dir, "weights-{epoch}.h5"),
+                                           save_weights_only=True),
+    ]
+'''
+
+BOB_EX10 = '''from hvdcourse.exercises import checks
+
+
+def job_script(nodes, tasks_per_node, minutes, epochs):
+    return f"""#!/bin/bash
+#SBATCH --nodes={nodes}
+module load openmpi
+#SBATCH --ntasks-per-node={tasks_per_node}
+#SBATCH --time={minutes}
+mpirun -np {nodes * tasks_per_node} python -m hvdcourse.train_hvd --epochs {epochs}
+"""
+'''
+
+BOB_EX11 = '''bugs = {}  # kind -> line number
+bugs = {"undefined-name": 20, "warmup-argument": 28, "unscaled-lr": 22, "every-rank-checkpoints": 12}
+'''
+
+SYNTAX_ERROR = '''import numpy as np
+
+from hvdcourse.exercises import checks
+
+
+def after_collectives(values)
+    return {}
+'''
+
+CRASH = "import os\n\nos._exit(1)  # the kernel dies here\n"
+SYS_EXIT = "import sys\n\nsys.exit('I give up')\n"
+ENDLESS = f'''import subprocess
+import sys
+
+from hvdcourse.mpienv import launch_env
+
+# two MPI ranks that never finish, then an endless loop: the grader must stop all of it
+subprocess.Popen(["mpirun", "-np", "2", sys.executable, "-c", "import time; time.sleep(3600)", "{MARKER}"],
+                 env=launch_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while True:
+    pass
+'''
+HUGE_OUTPUT = 'for _ in range(10_000):\n    print("all work and no play " * 5_000)\n'
+RICH_OUTPUT = ('from IPython.display import display\n\nfor _ in range(100_000):  # rich output, not print()\n'
+               '    display({"text/plain": "x" * 10_000}, raw=True)\n')
+READ_SOLUTIONS = '''import os
+
+import hvdcourse
+
+root = os.path.dirname(os.path.dirname(hvdcourse.__file__))
+print(open(os.path.join(root, "solutions", "ex01_collectives.ipynb")).read()[:100])
+'''
+WRITE_OUTSIDE = '''with open("/tmp/hvdcourse-sample-eve-was-here.txt", "w") as fh:
+    fh.write("outside the sandbox")
+'''
+SHELL_SOLUTIONS = '''import os
+import subprocess
+
+import hvdcourse
+
+root = os.path.dirname(os.path.dirname(hvdcourse.__file__))
+subprocess.run(["cat", os.path.join(root, "solutions", "ex10_slurm.ipynb")])
+'''
+
+# student -> {exercise notebook: (answer for the placeholder cell, [cells inserted before the answer])}
+CLASS = {
+    "alice": {name: (SOLUTION, []) for name in (
+        "ex01_collectives", "ex02_global_mean", "ex03_sharding", "ex04_ring_allreduce", "ex08_timeline",
+        "ex09_scaling", "ex10_slurm", "ex11_find_the_bug")},
+    "bob": {"ex01_collectives": (BOB_EX01, []), "ex03_sharding": (BOB_EX03, []),
+            "ex04_ring_allreduce": (BOB_EX04, []), "ex06_lr_warmup": (BOB_EX06, []),
+            "ex07_rank0_checkpoints": (BOB_EX07, []), "ex10_slurm": (BOB_EX10, []),
+            "ex11_find_the_bug": (BOB_EX11, [])},
+    "carol": {"ex01_collectives": (SYNTAX_ERROR, []), "ex03_sharding": (SOLUTION, [SYS_EXIT]),
+              "ex04_ring_allreduce": (SOLUTION, [CRASH])},
+    "dave": {"ex03_sharding": (SOLUTION, [RICH_OUTPUT]), "ex10_slurm": (SOLUTION, [ENDLESS]),
+             "ex11_find_the_bug": (SOLUTION, [HUGE_OUTPUT])},
+    "eve": {"ex01_collectives": (SOLUTION, [READ_SOLUTIONS]), "ex03_sharding": (SOLUTION, [WRITE_OUTSIDE]),
+            "ex10_slurm": (SOLUTION, [SHELL_SOLUTIONS])},
+}
+MALFORMED = {"dave": "ex01_collectives"}  # a notebook cut in the middle of its JSON
+
+
+def answer_cell(nb) -> int:
+    """Index of the learner notebook's first cell with a placeholder."""
+    return next(i for i, c in enumerate(nb.cells) if 'raise NotImplementedError("Exercise' in c.source)
+
+
+def build_notebook(name: str, answer, inserted: list):
+    learner = nbformat.read(os.path.join(ROOT, "exercises", f"{name}.ipynb"), as_version=4)
+    solution = nbformat.read(os.path.join(ROOT, "solutions", f"{name}.ipynb"), as_version=4)
+    index = answer_cell(learner)
+    learner.cells[index].source = solution.cells[index].source if answer is SOLUTION else answer.rstrip("\n")
+    for offset, source in enumerate(inserted):
+        cell = nbformat.v4.new_code_cell(source.rstrip("\n"))
+        cell.id = f"{learner.cells[index].id}-extra{offset}"
+        learner.cells.insert(index + offset, cell)
+    return learner
+
+
+def build(out: str = OUT) -> list:
+    """Write the sample class into ``out`` (replacing it); return the paths written."""
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    written = []
+    for student, notebooks in CLASS.items():
+        os.makedirs(os.path.join(out, student))
+        for name, (answer, inserted) in notebooks.items():
+            path = os.path.join(out, student, f"{name}.ipynb")
+            with open(path, "w") as fh:
+                fh.write(nbformat.writes(build_notebook(name, answer, inserted)) + "\n")
+            written.append(path)
+    for student, name in MALFORMED.items():
+        path = os.path.join(out, student, f"{name}.ipynb")
+        text = nbformat.writes(nbformat.read(os.path.join(ROOT, "exercises", f"{name}.ipynb"), as_version=4))
+        with open(path, "w") as fh:
+            fh.write(text[: len(text) // 2])  # the upload was cut
+        written.append(path)
+    return sorted(written)
+
+
+if __name__ == "__main__":
+    print("\n".join(build()))
+    sys.exit(0)

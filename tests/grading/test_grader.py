@@ -1,0 +1,161 @@
+"""hvdcourse-grade on the sample class (tests/grading/submissions): scores, feedback, summary, and one
+clear result for every broken notebook without stopping the batch."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from hvdcourse.grading import grader
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grading_samples as samples  # noqa: E402  (the builder of the sample class, next to this file)
+
+SUBMISSIONS = os.path.join(ROOT, "tests", "grading", "submissions")
+OUTSIDE_FILE = "/tmp/hvdcourse-sample-eve-was-here.txt"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("results"))
+    if os.path.exists(OUTSIDE_FILE):
+        os.remove(OUTSIDE_FILE)
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", SUBMISSIONS, "--out", out,
+                          "--jobs", "2", "--timeout", "300", "--cell-timeout", "20", "--output-cap", "500"],
+                         capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(os.path.join(out, "scores.csv")) as fh:
+        rows = {row["student"]: row for row in csv.DictReader(fh)}
+    with open(os.path.join(out, "results.json")) as fh:
+        reports = {(s["student"], nb["name"][:-6]): nb for s in json.load(fh) for nb in s["notebooks"]}
+    return {"out": out, "stdout": run.stdout, "rows": rows, "reports": reports}
+
+
+def feedback(graded, student):
+    with open(os.path.join(graded["out"], "feedback", f"{student}.md")) as fh:
+        return fh.read()
+
+
+def test_committed_samples_are_what_the_builder_makes(tmp_path):
+    written = samples.build(str(tmp_path))
+    for path in written:
+        committed = os.path.join(SUBMISSIONS, os.path.relpath(path, tmp_path))
+        assert open(path).read() == open(committed).read(), f"run: python tests/grading/grading_samples.py ({committed})"
+
+
+def test_progress_is_printed_for_every_notebook(graded):
+    total = sum(len(os.listdir(os.path.join(SUBMISSIONS, s))) for s in os.listdir(SUBMISSIONS))
+    assert f"[{total}/{total}]" in graded["stdout"] and "[1/" in graded["stdout"]
+
+
+def test_csv_has_one_row_per_student_and_a_column_per_exercise(graded):
+    assert sorted(graded["rows"]) == ["alice", "bob", "carol", "dave", "eve"]
+    assert [f"ex{i:02d}" for i in range(1, 12)] == [k for k in graded["rows"]["alice"] if k.startswith("ex")]
+
+
+def test_correct_answers_get_full_marks(graded):
+    row = graded["rows"]["alice"]
+    expected = {"ex01": 5, "ex02": 4, "ex03": 4, "ex04": 5, "ex08": 4, "ex09": 4, "ex10": 4, "ex11": 7}
+    assert {k: float(row[k]) for k in expected} == expected
+    assert float(row["total"]) == sum(expected.values()) and row["problems"] == ""
+
+
+def test_classic_mistakes_get_the_intended_deductions(graded):
+    row = graded["rows"]["bob"]
+    assert {k: float(row[k]) for k in ("ex01", "ex03", "ex04", "ex06", "ex07", "ex10", "ex11")} == \
+        {"ex01": 3, "ex03": 2, "ex04": 4, "ex06": 0, "ex07": 3, "ex10": 1, "ex11": 3}
+
+
+@pytest.mark.parametrize("message", [
+    "Horovod's allreduce AVERAGES by default",  # ex01: summed
+    "the result is one flat vector",  # ex01: nested allgather
+    "never used",  # ex03: remainder dropped
+    "send one chunk (1/N of the vector) per step",  # ex04: whole vectors
+    "it is initial_lr=",  # ex06: the seed's lr= argument
+    "add hvd.callbacks.MetricAverageCallback()",  # ex07: metrics not averaged
+    "append the checkpoint callback only if hvd.rank() == 0",  # ex07: every rank writes
+    "sbatch ignores '#SBATCH --ntasks-per-node",  # ex10: header after a command
+    "starts the ranks with mpirun/horovodrun",  # ex10
+    "line [12] is not where this one shows",  # ex11: wrong line
+])
+def test_feedback_explains_each_mistake(graded, message):
+    assert message in feedback(graded, "bob")
+
+
+def test_syntax_error_is_reported_with_its_cell_and_scores_zero(graded):
+    report = graded["reports"][("carol", "ex01_collectives")]
+    assert report["status"] == "ok" and report["errors"][0]["ename"] == "SyntaxError"
+    assert float(graded["rows"]["carol"]["ex01"]) == 0
+    assert "the notebook defines no after_collectives" in feedback(graded, "carol")
+
+
+def test_sys_exit_in_a_cell_does_not_stop_the_notebook(graded):
+    report = graded["reports"][("carol", "ex03_sharding")]
+    assert [e["ename"] for e in report["errors"]] == ["SystemExit"]
+    assert float(graded["rows"]["carol"]["ex03"]) == 4
+
+
+def test_a_crashing_kernel_gets_its_own_result(graded):
+    report = graded["reports"][("carol", "ex04_ring_allreduce")]
+    assert report["status"] == "kernel-died" and "the Python kernel died in cell" in report["problem"]
+
+
+def test_malformed_json_is_reported_as_unreadable(graded):
+    report = graded["reports"][("dave", "ex01_collectives")]
+    assert report["status"] == "unreadable" and "not valid JSON" in report["problem"]
+
+
+def test_an_endless_loop_is_stopped_and_the_mpi_ranks_it_started_are_killed(graded):
+    report = graded["reports"][("dave", "ex10_slurm")]
+    assert report["status"] == "timeout" and "still running after 20 s" in report["problem"]
+    left = subprocess.run(["pgrep", "-f", samples.MARKER], capture_output=True, text=True).stdout.split()
+    assert [pid for pid in left if int(pid) != os.getpid()] == []
+
+
+def test_huge_output_is_capped(graded):
+    report = graded["reports"][("dave", "ex11_find_the_bug")]
+    assert report["status"] == "output-cap" and report["output_bytes"] < 2_000_000
+    assert "printed more than 500 kB" in report["problem"]
+
+
+def test_rich_output_is_capped_by_the_grader_itself(graded):
+    report = graded["reports"][("dave", "ex03_sharding")]
+    assert report["status"] == "output-cap" and "the cells after it were not run" in report["problem"]
+
+
+def test_reading_the_solutions_is_denied_and_the_notebook_scores_zero(graded):
+    report = graded["reports"][("eve", "ex01_collectives")]
+    assert report["status"] == "violation" and "solutions" in report["violations"][0]["path"]
+    assert float(graded["rows"]["eve"]["ex01"]) == 0
+    assert "tried to read" in feedback(graded, "eve")
+
+
+def test_a_program_reading_the_solutions_is_caught_too(graded):
+    report = graded["reports"][("eve", "ex10_slurm")]
+    assert report["status"] == "violation" and float(graded["rows"]["eve"]["ex10"]) == 0
+
+
+def test_writing_outside_the_folder_is_denied_and_reported_but_graded(graded):
+    report = graded["reports"][("eve", "ex03_sharding")]
+    assert not os.path.exists(OUTSIDE_FILE)
+    assert report["violations"][0]["kind"] == "write-outside"
+    assert float(graded["rows"]["eve"]["ex03"]) == 4
+    assert f"tried to write {OUTSIDE_FILE}" in feedback(graded, "eve")
+
+
+def test_summary_has_means_failures_by_message_and_problem_notebooks(graded):
+    with open(os.path.join(graded["out"], "summary.md")) as fh:
+        text = fh.read()
+    assert "| ex01: Collectives: what every rank holds | 5 |" in text
+    assert "ex07: validation metrics are averaged" in text
+    assert "- dave/ex10_slurm.ipynb: ran past the time limit and was stopped" in text
+    assert "- eve/ex01_collectives.ipynb: tried to read the solutions" in text
+
+
+def test_a_missing_submissions_folder_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        grader.main([str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2 and "is not a folder" in capsys.readouterr().err
