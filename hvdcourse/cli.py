@@ -57,7 +57,9 @@ def run_main(main, argv=None, **kwargs) -> int:
     A corrupt data file (:class:`hvdcourse.data.DataError`) or checkpoint
     (:class:`hvdcourse.training.CheckpointError`) is a problem for the user to fix, not a bug: the
     message says what to do, and the exit status is 2. Any other exception is a crash: one line names
-    the rank (so the run's summary can tell which rank failed first), then its traceback follows.
+    the rank (so the run's summary can tell which rank failed first), then its traceback follows;
+    a rank that only saw Horovod shut down because another rank failed says so in that one line and
+    exits with status 1 (its traceback would bury the other rank's message).
     """
     import sys
 
@@ -71,7 +73,13 @@ def run_main(main, argv=None, **kwargs) -> int:
         return 2
     except Exception as err:  # a crash: name the rank in one line, then show the traceback
         print(crash_line(err), file=sys.stderr, flush=True)
+        if _horovod_shut_down(err):
+            return 1  # this rank only saw the shutdown: the cause (and its message) is another rank's
         raise
+
+
+def _horovod_shut_down(err: BaseException) -> bool:
+    return "Horovod has been shut down" in str(err)
 
 
 def crash_line(err: BaseException) -> str:
@@ -81,6 +89,6 @@ def crash_line(err: BaseException) -> str:
 
     rank = launcher_rank()
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    if "Horovod has been shut down" in str(err):
+    if _horovod_shut_down(err):
         return f"[hvdcourse] rank {rank} stopped: Horovod was shut down (another rank failed, exited or stalled)"
     return f"[hvdcourse] rank {rank} failed: {type(err).__name__}: {text}"[:300]
