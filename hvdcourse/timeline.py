@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections import defaultdict
@@ -395,13 +396,14 @@ def record(path: str, train_args=(), np: int = 2, dynamic: tuple | None = None,
     ``dynamic=None`` records the whole run (``HOROVOD_TIMELINE=<path>``); ``dynamic=(start, stop)``
     sets ``HOROVOD_TIMELINE=DYNAMIC`` and records only those training steps. ``train_args`` go to
     the trainer (e.g. ``["--epochs", "1", "--max-steps", "20"]``); checkpoints go to a fresh
-    folder in ``cwd`` (default: a temporary folder).
+    folder in ``cwd`` (default: a temporary folder, removed afterwards).
     """
     from hvdcourse.launch import run_ranks
 
     path = os.path.abspath(path)
     if os.path.exists(path):
         os.remove(path)
+    own_cwd = cwd is None
     cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-timeline-")
     env = knob_env(fusion_threshold, cycle_time, mark_cycles and dynamic is None)
     program = [sys.executable, "-m", "hvdcourse.timeline", "rank", "--out", path]
@@ -413,7 +415,11 @@ def record(path: str, train_args=(), np: int = 2, dynamic: tuple | None = None,
         if mark_cycles:
             program.append("--mark-cycles")
     program += ["--", "--no-resume", "--checkpoint-dir", os.path.join(cwd, "ckpt"), *train_args]
-    run = run_ranks(program, np=np, launcher=launcher, timeout=timeout, env=env, cwd=cwd)
+    try:
+        run = run_ranks(program, np=np, launcher=launcher, timeout=timeout, env=env, cwd=cwd)
+    finally:
+        if own_cwd:  # only the checkpoints of the recorded run are in there
+            shutil.rmtree(cwd, ignore_errors=True)
     return Recording(path, run)
 
 
