@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from hvdcourse.mpienv import launch_env
@@ -46,7 +48,17 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
     cmd = [jb, "build", ROOT, "--builder", "html", "-W", "-n", "--keep-going"]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=book_env(), start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=book_env(), start_new_session=True, text=True,
+                            errors="replace", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = []
+
+    def relay():  # show the build as it goes, and keep the lines for the timing report
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
     try:
         code = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -54,6 +66,7 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
         kill_group(proc)
         print(f"book: ERROR: the build took longer than {timeout} s and was stopped", file=sys.stderr)
         return 124
+    reader.join(timeout=10)
     seconds = time.monotonic() - start
     index = os.path.join(ROOT, "_build", "html", "index.html")
     if code != 0:
@@ -63,34 +76,33 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
     if not os.path.isfile(index):
         print(f"book: ERROR: build finished but {index} is missing", file=sys.stderr)
         return 1
-    _report_times(seconds, record)
+    _report_times(_execution_times("".join(lines)), seconds, record)
     print(f"book: built {index} in {seconds:.0f} s")
     return 0
 
 
 TIMES_RECORD = os.path.join(ROOT, "book", "data", "execution_times.json")
+_EXECUTED = re.compile(r"(\S+)\.(?:md|ipynb): Executed notebook in ([\d.]+) seconds")
 
 
-def _report_times(total: float, record: bool = False) -> None:
-    """Print each lesson's execution time as recorded by myst-nb; keep them in ``_build``.
+def _execution_times(log: str) -> dict:
+    """{lesson name: seconds} from myst-nb's "Executed notebook in N seconds" lines."""
+    return {os.path.basename(name): float(secs) for name, secs in _EXECUTED.findall(log)}
 
-    ``record=True`` also updates the committed copy the intro and the instructor guide show.
-    """
-    times = {}
-    for dirpath, _, files in os.walk(os.path.join(ROOT, "_build", "jupyter_execute")):
-        for name in files:
-            if name.endswith(".ipynb"):
-                with open(os.path.join(dirpath, name)) as fh:
-                    meta = json.load(fh).get("metadata", {}).get("mystnb", {}).get("execution", {})
-                if "runtime" in meta:
-                    times[os.path.relpath(os.path.join(dirpath, name), ROOT)] = meta["runtime"]
+
+def _report_times(times: dict, total: float, record: bool = False) -> None:
+    """Print each page's execution time; keep them in ``_build`` (and, with ``record``, in the book)."""
+    from hvdcourse.bench.machine import cpu_model, load_average, memory_gib
+
     for name, runtime in sorted(times.items()):
         print(f"book:   {runtime:7.1f} s  {name}")
     print(f"book: executing lessons took {sum(times.values()):.0f} s of a {total:.0f} s build")
-    import platform
-    summary = {"machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
+    load = load_average()
+    summary = {"machine": f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB "
+                          f"(load average {load[1]:.1f} over the last 5 min of the build)",
                "date": time.strftime("%Y-%m-%d"), "build_seconds": round(total),
-               "lessons": {os.path.splitext(os.path.basename(k))[0]: round(v, 1) for k, v in sorted(times.items())}}
+               "execution_seconds": round(sum(times.values())),
+               "lessons": {name: round(runtime, 1) for name, runtime in sorted(times.items())}}
     targets = [os.path.join(ROOT, "_build", "execution_times.json")] + ([TIMES_RECORD] if record else [])
     for target in targets:
         os.makedirs(os.path.dirname(target), exist_ok=True)
