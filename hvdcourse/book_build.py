@@ -68,8 +68,12 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
         return 124
     reader.join(timeout=10)
     seconds = time.monotonic() - start
+    os.makedirs(os.path.join(ROOT, "_build"), exist_ok=True)
+    with open(BUILD_LOG, "w") as fh:
+        fh.write("".join(lines))
     index = os.path.join(ROOT, "_build", "html", "index.html")
     if code != 0:
+        os.remove(BUILD_LOG)  # a failed build is never "current"
         print(f"book: ERROR: jupyter-book failed (exit {code}); the first error above names the cell",
               file=sys.stderr)
         return code
@@ -82,6 +86,30 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
 
 
 TIMES_RECORD = os.path.join(ROOT, "book", "data", "execution_times.json")
+BUILD_LOG = os.path.join(ROOT, "_build", "book-build.log")
+# What a build depends on: a build newer than all of these is current (see tests/book/conftest.py).
+SOURCES = ("_config.yml", "_toc.yml", "requirements.txt", "book", "notebooks", "hvdcourse", "slurm", "tools")
+
+
+def newest_source_mtime() -> float:
+    newest = 0.0
+    for name in SOURCES:
+        path = os.path.join(ROOT, name)
+        for dirpath, dirnames, files in os.walk(path) if os.path.isdir(path) else [(ROOT, [], [name])]:
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for f in files:
+                newest = max(newest, os.path.getmtime(os.path.join(dirpath, f)))
+    return newest
+
+
+def build_is_current() -> bool:
+    """True if the last successful build (its log) is newer than every source of the book."""
+    index = os.path.join(ROOT, "_build", "html", "index.html")
+    if not (os.path.isfile(index) and os.path.isfile(BUILD_LOG)):
+        return False
+    return min(os.path.getmtime(index), os.path.getmtime(BUILD_LOG)) > newest_source_mtime()
+
+
 _EXECUTED = re.compile(r"(\S+)\.(?:md|ipynb): Executed notebook in ([\d.]+) seconds")
 
 
