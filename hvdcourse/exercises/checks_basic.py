@@ -67,7 +67,8 @@ def ex01_collectives(after_collectives, quiet: bool = False) -> CheckResult:
                 "a collective is called by every rank and leaves a result on every rank: return a list "
                 "with one entry per rank, e.g. [result_on_rank0, result_on_rank1]")
         for key in COLLECTIVE_KEYS:
-            wrong = [(case, a[key]) for a, case in zip(answers, cases) if not _same(a[key], expected_collectives(case)[key])]
+            wrong = [(case, a[key]) for a, case in zip(answers, cases)
+                     if not _same(a[key], expected_collectives(case)[key])]
             if not wrong:
                 c.ok(key)
                 continue
@@ -215,8 +216,9 @@ def ex04_ring(ring_allreduce, quiet: bool = False, timeout: float = 60) -> Check
             truth = np.sum([drivers.ring_input(r, length) for r in range(np_)], axis=0)
             bad = [r for r, v in enumerate(outcome.values()) if len(v["result"]) != length
                    or not np.allclose(v["result"], truth)]
+            got = outcome.values()[bad[0]]["result"] if bad else []
             if not c.judge(key, not bad, f"{np_} ranks: rank {bad[0] if bad else ''} ended with "
-                           f"{fmt(outcome.values()[bad[0]]['result'] if bad else [])}, the sum starts with {fmt(truth)}",
+                           f"{fmt(got)}, the sum starts with {fmt(truth)}",
                            "in reduce-scatter ADD the received chunk to yours; in allgather REPLACE yours "
                            "with the received one; send chunk (rank - step) % N each step"):
                 raise Stop

@@ -124,7 +124,8 @@ def ex09_scaling(scaling_efficiency, choose_setup, quiet: bool = False) -> Check
             except (TypeError, ValueError, KeyError):
                 good = False
             if not good:
-                speedup = isinstance(got, dict) and all(np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve)
+                speedup = isinstance(got, dict) and all(
+                    np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve)
                 c.fail("efficiency", f"for {curve} you said {got}, expected "
                        f"{ {n: round(v, 3) for n, v in want.items()} }",
                        "that is the speedup; efficiency divides it by the number of workers" if speedup

@@ -160,8 +160,8 @@ def ex07_callbacks(distributed_callbacks, quiet: bool = False, timeout: float = 
     try:
         require_function(c, distributed_callbacks, "distributed_callbacks")
         outcome = _run_or_stop(c, "runs", "callbacks", distributed_callbacks,
-                               "return a list of callbacks, e.g. [hvd.callbacks.BroadcastGlobalVariablesCallback(0), ...]",
-                               timeout)
+                               "return a list of callbacks, e.g. "
+                               "[hvd.callbacks.BroadcastGlobalVariablesCallback(0), ...]", timeout)
         r0, r1 = outcome.values()
         c.judge("broadcast", r0["first_digest"] == r1["first_digest"],
                 "the ranks' weights differ after the first step", BROADCAST_HINT)

@@ -27,6 +27,7 @@ class RanksOutcome:
     """What happened on the ranks: per-rank records, files each rank left, the launcher's output."""
 
     np: int
+    problem: str = ""  # set when the ranks could not even be started
     records: dict = field(default_factory=dict)  # rank -> {"ok", "value" | "error", ...}
     files: dict = field(default_factory=dict)  # rank -> sorted relative paths written in rank<r>/
     output: str = ""
@@ -55,8 +56,12 @@ def run_on_ranks(driver: str, fn, np: int = 2, timeout: float = 90, forbid: tupl
 
     workdir = tempfile.mkdtemp(prefix="hvdcourse-check-")
     try:
-        with open(os.path.join(workdir, PAYLOAD), "wb") as fh:
-            cloudpickle.dump({"driver": driver, "fn": fn, "args": driver_args, "forbid": list(forbid)}, fh)
+        try:
+            with open(os.path.join(workdir, PAYLOAD), "wb") as fh:
+                cloudpickle.dump({"driver": driver, "fn": fn, "args": driver_args, "forbid": list(forbid)}, fh)
+        except Exception as err:  # e.g. the function uses a model or a lock defined in the notebook
+            return RanksOutcome(np, problem=f"your function cannot be sent to the ranks ({type(err).__name__}: "
+                                f"{str(err)[:200]}); create what it needs inside the function")
         run = run_ranks([sys.executable, "-m", "hvdcourse.exercises.harness", workdir], np=np,
                         launcher="mpirun", timeout=timeout, cwd=workdir,
                         env={"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"})
@@ -78,6 +83,8 @@ def run_on_ranks(driver: str, fn, np: int = 2, timeout: float = 90, forbid: tupl
 
 def describe_failure(outcome: RanksOutcome) -> str:
     """One or two lines saying why the ranks did not all return a value."""
+    if outcome.problem:
+        return outcome.problem
     if outcome.timed_out:
         return ("the ranks did not finish in time and were stopped: is a rank waiting in a collective the "
                 "other never calls, or is there an endless loop?")

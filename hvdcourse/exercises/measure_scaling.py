@@ -2,7 +2,7 @@
 
     python -m hvdcourse.exercises.measure_scaling --out hvdcourse/exercises/data/scaling_curve.json
 
-Runs :mod:`hvdcourse.bench.throughput` (Horovod, one TensorFlow thread per rank) under ``mpirun`` for
+Runs :mod:`hvdcourse.bench.throughput` (Horovod, one TensorFlow thread per rank) under ``horovodrun`` for
 each number of workers and batch size, and writes the median images/s with a description of the
 machine. Beyond the number of cores the ranks share cores: the curve then shows what that costs.
 """
@@ -13,7 +13,8 @@ import json
 import sys
 
 
-def measure(workers: list, batch_sizes: list, steps: int, repeats: int, timeout: float = 900) -> dict:
+def measure(workers: list, batch_sizes: list, steps: int, repeats: int, launcher: str = "gloo",
+            timeout: float = 900) -> dict:
     """{batch per worker: {workers: median images/s}} and the raw results."""
     from hvdcourse.bench.suite import parse_tagged
     from hvdcourse.bench.throughput import RESULT_TAG
@@ -24,7 +25,7 @@ def measure(workers: list, batch_sizes: list, steps: int, repeats: int, timeout:
         program = [sys.executable, "-m", "hvdcourse.bench.throughput", "--mode", "hvd", "--threads", "1",
                    "--batch-size", ",".join(map(str, batch_sizes)), "--steps", str(steps),
                    "--repeats", str(repeats), "--warmup-steps", "5"]
-        run = run_ranks(program, np=n, launcher="mpirun", timeout=timeout)
+        run = run_ranks(program, np=n, launcher=launcher, timeout=timeout)
         if not run.ok:
             raise RuntimeError(f"the run on {n} worker(s) failed (exit {run.returncode}):\n{run.output[-2000:]}")
         for result in parse_tagged(run.output, RESULT_TAG):
@@ -42,12 +43,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", default="16,128", help="batch sizes per worker (default 16,128)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed repeat (default 20)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
+    parser.add_argument("--launcher", choices=("gloo", "mpi", "mpirun"), default="gloo",
+                        help="how the ranks start (default gloo: horovodrun --gloo)")
     args = parser.parse_args(argv)
     from hvdcourse.bench.machine import describe_machine
 
     machine = describe_machine()
     result = measure([int(n) for n in args.workers.split(",")], [int(b) for b in args.batch_sizes.split(",")],
-                     args.steps, args.repeats)
+                     args.steps, args.repeats, args.launcher)
     doc = {"machine": f"{machine['cpu_model']}, {machine['logical_cores']} cores, load average "
                       f"{machine['load_average_1_5_15min']} when measured",
            "source": "python -m hvdcourse.exercises.measure_scaling " + " ".join(argv or sys.argv[1:]),

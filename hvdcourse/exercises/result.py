@@ -51,7 +51,8 @@ class CheckResult:
             hint = f"\n  Hint: {self.problem_hint}" if self.problem_hint else ""
             return f"{head}: not done yet. {self.problem}{hint}"
         if self.passed:
-            return f"{head}: all {len(self.findings)} checks passed ({self.score:g}/{self.max_score:g} points). Well done."
+            return (f"{head}: all {len(self.findings)} checks passed ({self.score:g}/{self.max_score:g} points). "
+                    "Well done.")
         lines = [f"{head}: {self.score:g} of {self.max_score:g} points."]
         if self.problem:
             lines.append(f"  Problem: {self.problem}")

@@ -62,18 +62,6 @@ def test_ex01_a_dict_without_the_keys_is_explained():
     assert "expected a dict with the keys" in result.problem
 
 
-def test_ex02_average_of_local_means_fails_exactness_with_the_weighting_hint():
-    import tensorflow as tf  # noqa: F401  (the ranks import it; here only for cloudpickle by reference)
-
-    def global_mean(hvd, local_values):
-        import tensorflow as tf
-        return float(hvd.allreduce(tf.constant(float(local_values.mean()), dtype=tf.float64)).numpy())
-
-    result = checks.ex02_global_mean(global_mean, quiet=True)
-    assert failed(result) == {"the value is the mean of all values of all ranks"}
-    assert "average of the two ranks' means" in finding(result, "the value is").hint
-
-
 def test_ex03_contiguous_blocks_that_drop_the_remainder_are_incomplete():
     def shard_indices(n, rank, size):
         per = n // size

@@ -57,7 +57,8 @@ def test_learner_notebooks_contain_no_marker_and_one_placeholder_per_region():
         learner = open(os.path.join(paths.EXERCISES_DIR, name[:-3] + ".ipynb")).read()
         assert "BEGIN SOLUTION" not in learner and "END SOLUTION" not in learner
         regions = source.count("### BEGIN SOLUTION")
-        placeholders = learner.count("raise NotImplementedError(\\\"Exercise") + learner.count("**Your answer (Exercise")
+        placeholders = (learner.count("raise NotImplementedError(\\\"Exercise")
+                        + learner.count("**Your answer (Exercise"))
         assert placeholders == regions, name
 
 
@@ -102,7 +103,8 @@ def test_source_without_an_exercise_id_is_rejected(tmp_path):
 
 def test_check_mode_reports_a_stale_notebook_and_exits_1(tmp_path, capsys):
     write_source(str(tmp_path / "src"), "ex99_test.md", GOOD)
-    args = ["--source", str(tmp_path / "src"), "--exercises", str(tmp_path / "ex"), "--solutions", str(tmp_path / "sol")]
+    args = ["--source", str(tmp_path / "src"), "--exercises", str(tmp_path / "ex"),
+            "--solutions", str(tmp_path / "sol")]
     assert generate.main(args) == 0
     with open(tmp_path / "ex" / "ex99_test.ipynb", "a") as fh:
         fh.write(" ")

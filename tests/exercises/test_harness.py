@@ -53,3 +53,16 @@ def test_sys_exit_in_the_learner_function_is_an_answer_not_a_crash():
 
     outcome = run_on_ranks("call", exits, np=2, timeout=60, args=(1,))
     assert outcome.first_error()["error"] == "SystemExit: bye"
+
+
+def test_a_function_that_cannot_be_pickled_is_explained():
+    import threading
+
+    lock = threading.Lock()
+
+    def uses_a_lock(n, rank, size):
+        with lock:
+            return [rank]
+
+    outcome = run_on_ranks("call", uses_a_lock, np=2, timeout=60, args=(1,))
+    assert not outcome.all_ok and "cannot be sent to the ranks" in describe_failure(outcome)

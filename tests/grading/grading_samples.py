@@ -36,6 +36,18 @@ def after_collectives(values):
     }
 '''
 
+BOB_EX02 = '''import numpy as np
+
+from hvdcourse.exercises import checks
+
+
+def global_mean(hvd, local_values):
+    import tensorflow as tf
+
+    local_mean = tf.constant(float(np.mean(local_values)), dtype=tf.float64)
+    return float(hvd.allreduce(local_mean).numpy())  # the average of the ranks' means
+'''
+
 BOB_EX03 = '''import numpy as np
 
 from hvdcourse.exercises import checks
@@ -152,9 +164,10 @@ subprocess.run(["cat", os.path.join(root, "solutions", "ex10_slurm.ipynb")])
 # student -> {exercise notebook: (answer for the placeholder cell, [cells inserted before the answer])}
 CLASS = {
     "alice": {name: (SOLUTION, []) for name in (
-        "ex01_collectives", "ex02_global_mean", "ex03_sharding", "ex04_ring_allreduce", "ex08_timeline",
+        "ex01_collectives", "ex03_sharding", "ex04_ring_allreduce", "ex08_timeline",
         "ex09_scaling", "ex10_slurm", "ex11_find_the_bug")},
-    "bob": {"ex01_collectives": (BOB_EX01, []), "ex03_sharding": (BOB_EX03, []),
+    "bob": {"ex01_collectives": (BOB_EX01, []), "ex02_global_mean": (BOB_EX02, []),
+            "ex03_sharding": (BOB_EX03, []),
             "ex04_ring_allreduce": (BOB_EX04, []), "ex06_lr_warmup": (BOB_EX06, []),
             "ex07_rank0_checkpoints": (BOB_EX07, []), "ex10_slurm": (BOB_EX10, []),
             "ex11_find_the_bug": (BOB_EX11, [])},
