@@ -29,7 +29,8 @@ os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
 def pytest_sessionfinish(session, exitstatus):
     from hvdcourse.faults import kill_processes, leftover_processes
 
-    left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=15)
+    wait = float(os.environ.get("HVDCOURSE_LEFTOVER_WAIT", "15"))  # seconds for stragglers to exit
+    left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait)
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
