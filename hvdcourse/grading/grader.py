@@ -179,7 +179,9 @@ def _outcome_line(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="hvdcourse-grade", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="hvdcourse-grade", description="Grade a class's exercise notebooks: every notebook runs in a sandbox "
+        "with a time limit; writes scores.csv, feedback/<student>.md, summary.md and results.json.")
     parser.add_argument("submissions", help="folder with one folder (or one .ipynb) per student")
     parser.add_argument("--out", required=True, help="folder for scores.csv, feedback/, summary.md")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per notebook (default 600)")
