@@ -80,6 +80,11 @@ pip_q install --no-deps --force-reinstall "$WHEEL_DIR"/horovod-*.whl
 # horovod's own runtime deps (horovodrun needs them), without touching the pins
 pip_q install cloudpickle psutil pyyaml packaging cffi
 
-"$VENV/bin/horovodrun" --check-build | grep -q '\[X\] TensorFlow' || die "Horovod installed without TensorFlow support; delete $WHEEL_DIR and rerun"
+# (capture first: grep -q would close the pipe early and horovodrun would die of a broken pipe)
+BUILD_REPORT="$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build 2>&1)" || true
+for feature in TensorFlow MPI Gloo; do
+  grep -q "\[X\] $feature" <<<"$BUILD_REPORT" || \
+    die "Horovod was built without $feature (horovodrun --check-build). Delete $WHEEL_DIR and rerun 'make env'"
+done
 touch "$STAMP"
 say "environment ready: $VENV (Horovod wheel cache: $WHEEL_DIR)"
