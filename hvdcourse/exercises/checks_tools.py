@@ -234,11 +234,16 @@ def ex10_slurm(job_script, quiet: bool = False) -> CheckResult:
                 problems["header"].append(f"{label}: sbatch ignores {ignored[0]!r} (it comes after a command)")
             want = {"--nodes": str(nodes), "--ntasks-per-node": str(per_node)}
             for opt, value in want.items():
-                if options.get(opt) != value:
-                    problems["resources"].append(f"{label}: #SBATCH {opt} is {options.get(opt)!r}, expected {value}")
-            got_minutes = slurm_minutes(options.get("--time", "") or "")
-            if got_minutes is None or not np.isclose(got_minutes, minutes):
-                problems["resources"].append(f"{label}: --time={options.get('--time')!r} is not {minutes} minutes")
+                if opt not in options:
+                    problems["resources"].append(f"{label}: no {opt} that sbatch reads (expected {value})")
+                elif options[opt] != value:
+                    problems["resources"].append(f"{label}: {opt}={options[opt]}, expected {value}")
+            if "--time" not in options:
+                problems["resources"].append(f"{label}: no --time that sbatch reads (expected {minutes} minutes)")
+            else:
+                got_minutes = slurm_minutes(options["--time"] or "")
+                if got_minutes is None or not np.isclose(got_minutes, minutes):
+                    problems["resources"].append(f"{label}: --time={options['--time']} is not {minutes} minutes")
             commands = [ln.strip() for ln in script.splitlines() if ln.strip() and not ln.strip().startswith("#")]
             launch = [ln for ln in commands if re.search(r"\bsrun\b", ln)]
             if re.search(r"\b(mpirun|mpiexec|horovodrun)\b", script):

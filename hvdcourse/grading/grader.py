@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hvdcourse.exercises import paths
 from hvdcourse.grading import processes
+from hvdcourse.grading import report as reporting
 from hvdcourse.grading.runner import TOKEN_ENV
 
 GRACE = 60  # seconds the runner gets beyond the notebook's limit to shut the kernel down and report
@@ -126,7 +127,7 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
            "exercises": notebook_exercises(path), "timeout": args.timeout,
            "cell_timeout": args.cell_timeout or args.timeout,
            "output_cap": int(args.output_cap * 1000), "report": os.path.join(private, "report.json"),
-           "hide": can_hide()}
+           "hide": can_hide() and not args.no_hide}
     with open(os.path.join(private, "job.json"), "w") as fh:
         json.dump(job, fh)
     token = secrets.token_hex(12)
@@ -165,6 +166,8 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
         report["status"] = "violation"
         report["problem"] = (f"it tried to read {reads[0]['path']}; reading the solutions or other graded "
                              "material is not allowed, so this notebook gets no points")
+        report["results"] = [reporting.zeroed(r, "not graded: the notebook tried to read the solutions")
+                             for r in report.get("results", [])]
     report["seconds"] = seconds
     if not args.keep:
         shutil.rmtree(sandbox, ignore_errors=True)
@@ -190,6 +193,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1; each "
                         "distributed check uses 2 cores)")
     parser.add_argument("--output-cap", type=float, default=2000, help="kB of output per notebook (default 2000)")
+    parser.add_argument("--no-hide", action="store_true",
+                        help="do not hide the denied folders in a mount namespace (the audit hook still denies)")
     parser.add_argument("--keep", action="store_true", help="keep each notebook's sandbox folder (debugging)")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.submissions):
@@ -197,7 +202,6 @@ def main(argv=None) -> int:
     if args.timeout <= 0 or args.jobs < 1:
         parser.error("--timeout must be > 0 and --jobs >= 1")
     from hvdcourse.exercises.checks import EXERCISES
-    from hvdcourse.grading import report as reporting
 
     students = discover(args.submissions)
     if not students:
@@ -209,7 +213,7 @@ def main(argv=None) -> int:
     tasks = [(s, p) for s, nbs in students for p in nbs]
     print(f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time, "
           f"{args.timeout:g} s each at most; sandbox: audit hook"
-          + (" + hidden folders (mount namespace)" if can_hide() else ""), flush=True)
+          + (" + hidden folders (mount namespace)" if can_hide() and not args.no_hide else ""), flush=True)
     done, lock, start = [0], threading.Lock(), time.monotonic()
 
     def work(item):

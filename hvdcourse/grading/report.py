@@ -31,19 +31,19 @@ def exercise_scores(student: dict, exercises: dict) -> dict:
     for nb in student["notebooks"]:
         for data in nb["report"].get("results", []):
             result = CheckResult.from_dict(data)
-            if nb["report"].get("status") == "violation":
-                result = _zeroed(result, "not graded: the notebook tried to read the solutions")
             known = best.get(result.exercise)
             if known is None or result.score > known[0].score:
                 best[result.exercise] = (result, nb["name"])
     return {ex_id: best.get(ex_id, (None, "")) for ex_id in exercises}
 
 
-def _zeroed(result: CheckResult, why: str) -> CheckResult:
+def zeroed(data: dict, why: str) -> dict:
+    """A result (as stored) with every criterion failed and ``why`` as its problem."""
+    result = CheckResult.from_dict(data)
     for finding in result.findings:
-        finding.passed = False
-    result.problem, result.status = why, "error"
-    return result
+        finding.passed, finding.detail, finding.hint = False, NOT_CHECKED, ""
+    result.problem, result.problem_hint, result.status = why, "", "error"
+    return result.to_dict()
 
 
 def max_points(exercises: dict) -> dict:
@@ -60,6 +60,8 @@ def notebook_problems(nb: dict) -> list:
     if report.get("problem"):
         lines.append(f"{nb['name']}: {report['problem']}")
     for v in report.get("violations", []):
+        if v["kind"] == "read-solutions" and report.get("status") == "violation":
+            continue  # the problem line above says it
         what = "tried to read" if v["kind"] == "read-solutions" else "tried to write"
         lines.append(f"{nb['name']}: {what} {v['path']} (denied by the grader)")
     for err in report.get("errors", []):
@@ -103,7 +105,7 @@ def feedback(student: dict, exercises: dict, maxima: dict) -> str:
             if f.passed:
                 lines.append(f"- [x] {f.criterion}")
             elif f.detail == NOT_CHECKED:
-                lines.append(f"- [ ] {f.criterion} (not checked: fix the problem above first)")
+                lines.append(f"- [ ] {f.criterion} (not checked: see the problem above)")
             else:
                 lines.append(f"- [ ] {f.criterion}: {f.detail}" + (f" *Hint:* {f.hint}" if f.hint else ""))
     problems = [line for nb in student["notebooks"] for line in notebook_problems(nb)]

@@ -93,7 +93,7 @@ def test_ex10_sbatch_line_after_a_command_is_reported_as_ignored():
 
     result = checks.ex10_slurm(job_script, quiet=True)
     assert "sbatch ignores '#SBATCH --time" in finding(result, "starts with").detail
-    assert "is not" in finding(result, "asks for").detail
+    assert "no --time that sbatch reads" in finding(result, "asks for").detail
 
 
 def test_ex10_mpirun_inside_the_job_is_refused():

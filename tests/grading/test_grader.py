@@ -3,6 +3,7 @@ clear result for every broken notebook without stopping the batch."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -155,6 +156,15 @@ def test_summary_has_means_failures_by_message_and_problem_notebooks(graded):
     assert "ex07: validation metrics are averaged" in text
     assert "- dave/ex10_slurm.ipynb: ran past the time limit and was stopped" in text
     assert "- eve/ex01_collectives.ipynb: tried to read the solutions" in text
+
+
+def test_without_a_mount_namespace_the_audit_hook_alone_catches_a_program_reading_solutions(tmp_path, capsys):
+    os.makedirs(tmp_path / "class" / "eve")
+    shutil.copy(os.path.join(SUBMISSIONS, "eve", "ex10_slurm.ipynb"), tmp_path / "class" / "eve")
+    assert grader.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--no-hide", "--timeout", "120"]) == 0
+    assert "mount namespace" not in capsys.readouterr().out
+    report = json.load(open(tmp_path / "out" / "results.json"))[0]["notebooks"][0]
+    assert report["status"] == "violation" and report["hidden"] == []
 
 
 def test_a_missing_submissions_folder_is_a_usage_error(tmp_path, capsys):
