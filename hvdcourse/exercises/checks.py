@@ -21,13 +21,16 @@ from hvdcourse.exercises.paths import data_path, grading
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id, notebook name, title, the names its check reads, and the check."""
+    """One exercise: its id, notebook name, the names its check reads, and the check."""
 
     id: str
     name: str
-    title: str
     answers: tuple
     check: object
+
+    @property
+    def title(self) -> str:
+        return self.check.title
 
     @property
     def label(self) -> str:
@@ -35,27 +38,18 @@ class Exercise:
 
 
 EXERCISES = {e.id: e for e in (
-    Exercise("ex01", "ex01_collectives", "Collectives: what every rank holds", ("after_collectives",),
-             checks_basic.ex01_collectives),
-    Exercise("ex02", "ex02_global_mean", "Collectives on 2 ranks: an exact global mean", ("global_mean",),
-             checks_basic.ex02_global_mean),
-    Exercise("ex03", "ex03_sharding", "Shard a data set: disjoint and complete", ("shard_indices",),
-             checks_basic.ex03_sharding),
-    Exercise("ex04", "ex04_ring_allreduce", "A ring allreduce with mpi4py", ("ring_allreduce",),
-             checks_basic.ex04_ring),
-    Exercise("ex05", "ex05_conversion", "The 6-step conversion", ("train_hvd",), checks_training.ex05_conversion),
-    Exercise("ex06", "ex06_lr_warmup", "Scale the learning rate and warm it up", ("optimizer_and_warmup",),
-             checks_training.ex06_warmup),
-    Exercise("ex07", "ex07_rank0_checkpoints", "Rank-0 checkpoints and averaged metrics",
-             ("distributed_callbacks",), checks_training.ex07_callbacks),
-    Exercise("ex08", "ex08_timeline", "Read a Horovod timeline: time per phase", ("time_per_phase",),
-             checks_tools.ex08_timeline),
-    Exercise("ex09", "ex09_scaling", "Choose batch size and workers from a scaling curve",
-             ("scaling_efficiency", "choose_setup"), checks_tools.ex09_scaling),
-    Exercise("ex10", "ex10_slurm", "Write a Slurm job script", ("job_script",), checks_tools.ex10_slurm),
-    Exercise("ex11", "ex11_find_the_bug", "Find the bugs in a Horovod script", ("bugs",), checks_tools.ex11_bugs),
+    Exercise("ex01", "ex01_collectives", ("after_collectives",), checks_basic.ex01_collectives),
+    Exercise("ex02", "ex02_global_mean", ("global_mean",), checks_basic.ex02_global_mean),
+    Exercise("ex03", "ex03_sharding", ("shard_indices",), checks_basic.ex03_sharding),
+    Exercise("ex04", "ex04_ring_allreduce", ("ring_allreduce",), checks_basic.ex04_ring),
+    Exercise("ex05", "ex05_conversion", ("train_hvd",), checks_training.ex05_conversion),
+    Exercise("ex06", "ex06_lr_warmup", ("optimizer_and_warmup",), checks_training.ex06_warmup),
+    Exercise("ex07", "ex07_rank0_checkpoints", ("distributed_callbacks",), checks_training.ex07_callbacks),
+    Exercise("ex08", "ex08_timeline", ("time_per_phase",), checks_tools.ex08_timeline),
+    Exercise("ex09", "ex09_scaling", ("scaling_efficiency", "choose_setup"), checks_tools.ex09_scaling),
+    Exercise("ex10", "ex10_slurm", ("job_script",), checks_tools.ex10_slurm),
+    Exercise("ex11", "ex11_find_the_bug", ("bugs",), checks_tools.ex11_bugs),
 )}
-
 
 
 def _for_learners(check):

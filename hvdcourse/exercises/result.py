@@ -6,9 +6,15 @@ hint. :meth:`CheckResult.report` is the text printed under the learner's cell.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import asdict, dataclass, field
 
 NOT_CHECKED = "not checked: an earlier problem stopped the check"
+
+
+class Stop(Exception):
+    """Raised inside a check when the answer cannot be judged further (already recorded)."""
 
 
 @dataclass
@@ -135,3 +141,31 @@ class Checker:
         if not quiet:
             print(self.result.report(), flush=True)
         return self.result
+
+
+def check(exercise: str, title: str, criteria: dict):
+    """Make ``body(checker, *answers, **options)`` a check: ``check(*answers, quiet=False, **options)``.
+
+    The check builds the :class:`Checker`, lets ``body`` judge (``raise Stop`` ends it early), prints
+    the report unless ``quiet`` and returns the :class:`CheckResult`.
+    """
+
+    def wrap(body):
+        @functools.wraps(body)
+        def run(*answers, quiet: bool = False, **options) -> CheckResult:
+            c = Checker(exercise, title, criteria)
+            try:
+                body(c, *answers, **options)
+            except Stop:
+                pass
+            return c.finish(quiet)
+
+        params = list(inspect.signature(body).parameters.values())[1:]
+        quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False)
+        run.__signature__ = inspect.Signature(
+            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.default is not p.empty else p for p in params]
+            + [quiet], return_annotation=CheckResult)
+        run.exercise, run.title = exercise, title
+        return run
+
+    return wrap
