@@ -1,8 +1,12 @@
 """Shared fixtures: the repository root, the venv's Python, offline data, a clean process table."""
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -41,3 +45,35 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_line(line, red=True) if reporter else print(line)
     kill_processes(pid for pid, _ in left)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- The built book (tests/book): built once per session by the same command as ``make book`` ---
+BUILD = os.path.join(ROOT, "_build", "html")
+
+
+@pytest.fixture(scope="session")
+def built_book():
+    """The HTML book, built by the same command as ``make book``.
+
+    A build newer than every source (``make book`` just before ``make test``) is reused; otherwise
+    (a fresh clone, a changed lesson or package module) every lesson is executed again.
+    """
+    from hvdcourse.book_build import BUILD_LOG, build_is_current
+
+    if not build_is_current():
+        proc = subprocess.run([sys.executable, "-m", "hvdcourse.book_build"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=2400)
+        assert proc.returncode == 0, "book build failed:\n" + (proc.stdout + proc.stderr)[-6000:]
+    return {"html": BUILD, "log": open(BUILD_LOG).read()}
+
+
+@pytest.fixture(scope="session")
+def book_url(built_book):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=built_book["html"])
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
