@@ -143,7 +143,7 @@ def leftover_processes(marker: str, value: str, wait: float = 10.0, exclude=()) 
             try:
                 if proc.environ().get(marker) == value:
                     found.append((proc.info["pid"], " ".join(proc.info["cmdline"] or [])[:200]))
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            except (psutil.Error, OSError):  # gone or unreadable meanwhile
                 continue
         if not found or time.monotonic() >= deadline:
             return found

@@ -210,10 +210,13 @@ class LocalCluster:
         inside = self.dir + os.sep
         me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}  # never this command itself
         roots = set()
-        for proc in psutil.process_iter(["pid", "cmdline", "cwd", "name"]):
+        for proc in psutil.process_iter():
             try:
                 if proc.pid in me:
                     continue
+                # read each field here: a process that exits meanwhile can raise OSError
+                # (e.g. its /proc/PID/cwd is gone), which process_iter(attrs) does not catch
+                proc.info = {"cmdline": proc.cmdline(), "cwd": proc.cwd(), "name": proc.name()}
                 cmdline = " ".join(proc.info["cmdline"] or [])
                 cwd = (proc.info["cwd"] or "") + os.sep
                 if inside in cmdline or cwd.startswith(inside):
@@ -221,7 +224,7 @@ class LocalCluster:
                 elif (proc.info["name"] or "").startswith("slurmstepd") or "slurmstepd" in cmdline:
                     if any(f.path.startswith(inside) for f in proc.open_files()):
                         roots.add(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            except (psutil.Error, OSError):
                 continue
         found = {}
         for proc in roots:
