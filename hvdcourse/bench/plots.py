@@ -26,12 +26,13 @@ def throughput_bars(doc: dict):
     values = [r["median_images_per_s"] for r in rows]
     spread = [[v - min(r["images_per_s"]) for v, r in zip(values, rows)],
               [max(r["images_per_s"]) - v for v, r in zip(values, rows)]]
-    colors = ["#888888" if r["mode"] == "keras" else "#1f77b4" if r["mode"] == "hvd" else "#ff7f0e" for r in rows]
+    palette = {"keras": "#888888", "hvd": "#1f77b4", "mwms": "#ff7f0e", "solo": "#b5d99c"}
+    colors = [palette.get(r["mode"], "#cccccc") for r in rows]
     ax.barh(labels, values, xerr=spread, color=colors, capsize=3)
     if base:
         ax.axvline(2 * base, color="green", linestyle="--", label="2 x plain Keras on 1 core (ideal for 2 ranks)")
         ax.axvline(0.9 * 2 * base, color="green", linestyle=":", label="90% of that (target)")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("images/s (median of repeats; bars: min-max)")
     ax.set_title(f"Same model, data and batch per rank ({rows[0]['batch_per_rank']} images)" if rows else "")
@@ -64,34 +65,38 @@ def ladder(tuning: dict):
 
 
 def batch_sweep(tuning: dict):
-    """Weak scaling (fixed batch per rank) and strong scaling (fixed global batch) against batch size."""
+    """Weak scaling (fixed batch per rank) and strong scaling (fixed global batch) against batch size,
+    one line per 2-rank configuration of the sweep."""
     plt = _plt()
-    rows = tuning["sweeps"]["batch"]
-    keras = {r["batch_per_rank"]: r["median_images_per_s"] for r in rows
-             if r.get("mode") == "keras" and "median_images_per_s" in r}
-    hvd = {r["batch_per_rank"]: r["median_images_per_s"] for r in rows
-           if r.get("mode") == "hvd" and "median_images_per_s" in r}
-    batches = sorted(set(keras) & set(hvd))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    rows = [r for r in tuning["sweeps"]["batch"] if "median_images_per_s" in r]
+    keras = {r["batch_per_rank"]: r["median_images_per_s"] for r in rows if r.get("mode") == "keras"}
+    series = {}
+    for r in rows:
+        if r.get("mode") != "keras":
+            series.setdefault(r["label"], {})[r["batch_per_rank"]] = r["median_images_per_s"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    batches = sorted(keras)
     left.plot(batches, [keras[b] for b in batches], "o-", color="#888888", label="plain Keras, 1 core")
-    left.plot(batches, [hvd[b] for b in batches], "o-", color="#1f77b4", label="Horovod, 2 ranks")
+    for label, rates in series.items():
+        common = [b for b in batches if b in rates]
+        line, = left.plot(common, [rates[b] for b in common], "o-", label=f"{label}, 2 ranks")
+        weak = [100 * scaling_efficiency(rates[b], keras[b], 2) for b in common]
+        right.plot(common, weak, "o-", color=line.get_color(), label=f"{label}: weak (same batch per rank)")
+        strong = [(b, 100 * scaling_efficiency(rates[b // 2], keras[b], 2)) for b in batches if b // 2 in rates]
+        if strong:
+            right.plot([b for b, _ in strong], [e for _, e in strong], "s--", color=line.get_color(),
+                       label=f"{label}: strong (same global batch)")
     left.set_xscale("log", base=2)
     left.set_xlabel("batch per rank")
     left.set_ylabel("images/s")
-    left.legend(fontsize=8)
+    left.legend(fontsize=7)
     left.set_title("Throughput")
-    weak = [100 * scaling_efficiency(hvd[b], keras[b], 2) for b in batches]
-    strong = [(b, 100 * scaling_efficiency(hvd[b // 2], keras[b], 2)) for b in batches if b // 2 in hvd]
-    right.plot(batches, weak, "o-", label="weak: same batch per rank")
-    if strong:
-        right.plot([b for b, _ in strong], [e for _, e in strong], "s--",
-                   label="strong: same global batch (b/2 per rank)")
     right.axhline(90, color="green", linestyle=":")
     right.set_xscale("log", base=2)
     right.set_xlabel("batch per rank (weak) / global batch (strong)")
     right.set_ylabel("scaling efficiency (%)")
     right.set_ylim(0, 110)
-    right.legend(fontsize=8)
+    right.legend(fontsize=7)
     right.set_title("Efficiency at 2 ranks")
     fig.tight_layout()
     return fig

@@ -4,7 +4,7 @@
   (arXiv:1802.05799): about 88% scaling efficiency for Inception V3 and ResNet-101 on 128 Pascal
   GPUs, about twice what standard distributed TensorFlow (parameter servers) reached; Horovod's
   documentation later quotes 90% (Inception V3, ResNet-101) and 68% (VGG-16) on 512 GPUs. Both are
-  *weak scaling* with synthetic data (tf_cnn_benchmarks, 64 images per GPU).
+  *weak scaling* with synthetic data (tf_cnn_benchmarks; the documented command uses 64 images per GPU).
 * Seed 004, "Benchmarking Horovod and Ray for Distributed DNN training on GPU cluster" (2022):
   1 vs 2 GPUs, batch 32, training time, test accuracy and images/s, transcribed as printed.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 SERGEEV_2018 = {
     "source": "Sergeev & Del Balso 2018, arXiv:1802.05799; Horovod documentation (benchmarks page)",
     "hardware": "servers with 4 NVIDIA Pascal GPUs each, 25 Gbit/s RoCE network",
-    "workload": "tf_cnn_benchmarks, synthetic ImageNet-sized data, 64 images per GPU (weak scaling)",
+    "workload": "tf_cnn_benchmarks, synthetic ImageNet-sized data, fixed batch per GPU (the documented "
+                "command uses 64): weak scaling",
     "efficiency": {
         "Inception V3 / ResNet-101, 128 GPUs (paper)": 0.88,
         "Inception V3 / ResNet-101, 512 GPUs (docs)": 0.90,

@@ -73,6 +73,7 @@ def targets(throughput: dict | None, allreduce: dict | None) -> list:
     hvd1 = rate(rows, "hvd-1rank")
     two = {name: rate(rows, f"hvd-2ranks-{name}") for name in ("gloo", "mpi")}
     mwms = rate(rows, "mwms-2workers")
+    solo = rate(rows, "keras-2x1core-solo")
 
     def add(name, value, detail):
         needed = TARGETS[name]
@@ -81,7 +82,8 @@ def targets(throughput: dict | None, allreduce: dict | None) -> list:
 
     for name, value in two.items():
         eff = scaling_efficiency(value, one_core, 2) if value and one_core else None
-        add("efficiency_2_ranks", eff, f"Horovod 2 ranks ({name}) / (2 x plain Keras on 1 core)")
+        ceiling = f"; no-communication ceiling {scaling_efficiency(solo, one_core, 2):.3f}" if solo and one_core else ""
+        add("efficiency_2_ranks", eff, f"Horovod 2 ranks ({name}) / (2 x plain Keras on 1 core){ceiling}")
     add("hvd_1_rank_vs_keras", hvd1 / one_core if hvd1 and one_core else None,
         "Horovod 1 rank / plain Keras (both on 1 core, 1 thread)")
     for name, value in two.items():
@@ -194,3 +196,14 @@ def targets_table(status: list):
         {"target": r["target"], "what": r["detail"], "measured": None if r["measured"] is None
          else round(r["measured"], 3), "needed": f">= {r['needed']}",
          "met": {True: "yes", False: "NO", None: "not measured"}[r["met"]]} for r in status])
+
+
+def ladder_table(tuning: dict):
+    """The tuning ladder as before/after numbers: each step's images/s, efficiency, and change from the
+    step before (the naive run first, the tuned run last)."""
+    table = efficiency_table(tuning["ladder"], tuning_rows(tuning))
+    if "images/s" in table:
+        table.insert(3, "change", table["images/s"].pct_change().map(
+            lambda x: "" if x != x else f"{x:+.0%}"))  # x != x: NaN for the first row
+    return table[[c for c in ("run", "batch/rank", "images/s", "change", "efficiency", "ctx switches/s", "what")
+                  if c in table]]

@@ -5,7 +5,10 @@ per-rank batch for every mode, so that only the distribution differs:
 
 * ``--mode keras``: plain Keras in one process, no Horovod;
 * ``--mode hvd``: Horovod's ``DistributedOptimizer`` (start it with ``horovodrun`` or ``mpirun``);
-* ``--mode mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` (``--cluster``, see ``train_mwms``).
+* ``--mode mwms``: ``tf.distribute.MultiWorkerMirroredStrategy`` (``--cluster``, see ``train_mwms``);
+* ``--mode solo``: every rank trains its own plain Keras model, no gradient averaging (an MPI barrier
+  only starts and stops the clocks together; start it with ``mpirun``): what N processes can do on
+  this machine without any communication, the ceiling of data parallelism here.
 
 How it is timed: a warm-up ``fit`` (graph tracing, first allocations, Horovod's first negotiations)
 is not timed; then ``--repeats`` epochs of ``--steps`` steps each are timed, each one between two
@@ -25,7 +28,7 @@ import statistics
 import sys
 import time
 
-MODES = ("keras", "hvd", "mwms")
+MODES = ("keras", "hvd", "mwms", "solo")
 RESULT_TAG = "BENCH_RESULT "
 LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
 KNOB_PREFIXES = ("HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY", "HOROVOD_AUTOTUNE",
@@ -61,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--images-per-repeat", type=positive_int, default=None,
                    help="instead of --steps: about this many images per rank per repeat, whatever the batch")
     p.add_argument("--repeats", type=positive_int, default=5)
+    p.add_argument("--groups", type=int, default=0,
+                   help="Horovod: allreduce the gradients in this many groups (1: one fused allreduce per step; "
+                        "0: each gradient on its own, fused only if ready in the same cycle)")
     p.add_argument("--fit-verbose", type=int, choices=(0, 1, 2), default=0, help="Keras verbose on rank 0")
     p.add_argument("--log-all-ranks", action="store_true", help="every rank logs (a classic mistake)")
     p.add_argument("--label", default=None, help="name of this configuration in the results")
@@ -124,7 +130,13 @@ class _Runtime:
         self.mode, self.tf = mode, tf
         self.rank, self.size, self.local_size = 0, 1, 1
         self.strategy = None
-        if mode == "hvd":
+        if mode == "solo":
+            from mpi4py import MPI
+
+            self.comm = MPI.COMM_WORLD
+            self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+            self.local_size = self.size
+        elif mode == "hvd":
             import horovod.tensorflow as hvd_tf
             import horovod.tensorflow.keras as hvd
 
@@ -152,7 +164,9 @@ class _Runtime:
             self._collective = collective
 
     def barrier(self) -> None:
-        if self.mode == "hvd":
+        if self.mode == "solo":
+            self.comm.Barrier()
+        elif self.mode == "hvd":
             self.hvd_tf.allreduce(self.tf.constant(0.0), op=self.hvd_tf.Sum, name="bench_barrier")
         elif self.mode == "mwms":
             self.strategy.run(self._collective)
@@ -162,9 +176,9 @@ class _Runtime:
 
         return self.strategy.scope() if self.strategy is not None else contextlib.nullcontext()
 
-    def optimizer(self, lr: float):
+    def optimizer(self, lr: float, groups: int = 0):
         opt = self.tf.keras.optimizers.Adam(learning_rate=lr * self.size)
-        return self.hvd.DistributedOptimizer(opt) if self.mode == "hvd" else opt
+        return self.hvd.DistributedOptimizer(opt, num_groups=groups) if self.mode == "hvd" else opt
 
     def dataset(self, ds):
         if self.mode == "mwms":
@@ -187,7 +201,7 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
         ds = training.train_dataset(x, y, batch, seed=1234 + runtime.rank)
     with runtime.scope():
         model = course_model.build_model()
-        model.compile(optimizer=runtime.optimizer(1e-3), loss=course_model.loss_fn(), metrics=["accuracy"])
+        model.compile(optimizer=runtime.optimizer(1e-3, args.groups), loss=course_model.loss_fn(), metrics=["accuracy"])
     verbose = args.fit_verbose if (runtime.rank == 0 or args.log_all_ranks) else 0
     data = runtime.dataset(ds)
     model.fit(data, steps_per_epoch=args.warmup_steps, epochs=1, verbose=verbose,
@@ -213,6 +227,9 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    from hvdcourse.bench.machine import raise_priority
+
+    priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
     core = bind_to_core(local_rank()) if args.bind == "core" else None  # before any thread pool exists
     cluster_info = (0, ["localhost"])
     if args.mode == "mwms":
@@ -248,7 +265,7 @@ def main(argv=None) -> int:
                 "inter_op_threads": inter, "threads_option": args.threads, "bind": args.bind,
                 "core_of_rank0": core, "cpus_of_rank0": affinity, "data": args.data,
                 "warmup_steps": args.warmup_steps, "repeats": args.repeats,
-                "fit_verbose": args.fit_verbose, "log_all_ranks": args.log_all_ranks, "knobs": knobs(),
+                "priority": priority, "groups": args.groups, "fit_verbose": args.fit_verbose, "log_all_ranks": args.log_all_ranks, "knobs": knobs(),
             })
             print(RESULT_TAG + json.dumps(result), flush=True)
     return 0

@@ -20,7 +20,7 @@ def test_equal_configurations_share_one_run():
 def test_main_comparison_uses_one_model_data_and_batch_for_all():
     configs = main_configs()
     assert {c.label for c in configs} == {"keras-1core", "keras-2cores", "hvd-1rank", "hvd-2ranks-gloo",
-                                          "hvd-2ranks-mpi", "mwms-2workers"}
+                                          "hvd-2ranks-mpi", "mwms-2workers", "keras-2x1core-solo"}
     assert len({(c.batch, c.data) for c in configs}) == 1
 
 
@@ -30,9 +30,9 @@ def test_baseline_is_pinned_to_one_core_with_one_thread():
 
 
 def test_ladder_ends_at_the_tuned_configuration():
-    tuned = [c for c in main_configs() if c.label == "hvd-2ranks-gloo"][0]
+    tuned = [c for c in main_configs() if c.label == "hvd-2ranks-mpi"][0]
     assert ladder_configs()[-1].key() == tuned.key()
-    assert set(sweep_configs()) >= {"threads", "cycle_time_ms", "fusion_threshold", "batch"}
+    assert set(sweep_configs()) >= {"threads", "cycle_time_ms", "fusion_threshold", "groups", "transport", "batch"}
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +61,7 @@ def test_quick_suite_records_a_cpu_trace(quick_suite):
     _, docs = quick_suite
     traces = [t for t in docs["monitor"]["runs"].values() if t]
     assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(traces[0][0])
+
+
+def test_output_glued_after_the_json_by_another_rank_is_ignored():
+    assert parse_tagged('[1,0]<stdout>:TAG {"a": 1}[1,1]<stderr>:warning\n', "TAG ") == [{"a": 1}]

@@ -52,3 +52,11 @@ def test_each_mode_reports_one_timing_per_repeat_from_rank_0(mode, ranks, launch
     assert len(result["seconds"]) == 2 and all(s > 0 for s in result["seconds"])
     assert result["median_images_per_s"] == pytest.approx(np.median(result["images_per_s"]))
     assert result["global_batch"] == 8 * ranks
+
+
+def test_solo_mode_trains_independent_processes_and_counts_both():
+    run = run_ranks([PYTHON, "-m", "hvdcourse.bench.throughput", "--mode", "solo", *TINY], np=2, launcher="mpirun",
+                    timeout=240)
+    assert run.ok, run.output[-3000:]
+    (result,) = parse_tagged(run.output, RESULT_TAG)
+    assert result["mode"] == "solo" and result["ranks"] == 2 and result["global_batch"] == 16
