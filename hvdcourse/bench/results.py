@@ -109,7 +109,7 @@ def format_targets(rows: list) -> str:
 
 def throughput_table(rows: list, baseline_label: str = "keras-1core"):
     """A pandas table of throughput runs with speedup and efficiency against the one-core baseline
-    at the same per-rank batch and data."""
+    at the same per-rank batch and data; efficiency is per core used (ranks x threads, at most all)."""
     import pandas as pd
 
     records = []
@@ -123,8 +123,9 @@ def throughput_table(rows: list, baseline_label: str = "keras-1core"):
             "run": row["label"], "ranks": row["ranks"], "batch/rank": row["batch_per_rank"],
             "images/s": round(row["median_images_per_s"]), "min-max": f"{min(rates):.0f}-{max(rates):.0f}",
             "speedup": round(speedup(row["median_images_per_s"], base), 2) if base else None,
-            "efficiency": round(scaling_efficiency(row["median_images_per_s"], base, row["ranks"]), 3)
-            if base else None,
+            "cores": row.get("cores_used", row["ranks"]),
+            "efficiency": round(scaling_efficiency(row["median_images_per_s"], base,
+                                                   row.get("cores_used", row["ranks"])), 3) if base else None,
             "load": row.get("load_average_before", [None])[0],
         })
     return pd.DataFrame.from_records(records)

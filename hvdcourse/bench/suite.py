@@ -366,6 +366,7 @@ def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=p
         log("throughput: same model, data and per-rank batch")
         rows = runner.run_rounds(configs["main"], settings.rounds, trace=HVD_MPI.label)
         docs["throughput"] = {**header, "results": rows}
+        log(results.throughput_table(rows).to_string(index=False))
     if "tuning" in parts:
         log("tuning: from the naive run to the tuned one")
         ladder = [row for c in configs["ladder"] for row in runner.run(c, trace=c.label == "naive")]

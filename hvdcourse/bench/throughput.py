@@ -260,8 +260,10 @@ def main(argv=None) -> int:
     for batch in args.batch_size:
         result = measure(runtime, x, y, batch, args)
         if runtime.rank == 0:
+            cores = os.cpu_count() or 1
             result.update({
                 "label": args.label, "mode": args.mode, "ranks": runtime.size, "intra_op_threads": intra,
+                "cores_used": min(cores, runtime.size * (intra or cores)),
                 "inter_op_threads": inter, "threads_option": args.threads, "bind": args.bind,
                 "core_of_rank0": core, "cpus_of_rank0": affinity, "data": args.data,
                 "warmup_steps": args.warmup_steps, "repeats": args.repeats,
