@@ -25,7 +25,33 @@ _RANK_TAG = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
 
 def untag(text: str) -> str:
     """Remove horovodrun's per-line rank tags so outputs of all launchers read alike."""
-    return _RANK_TAG.sub("", text)
+    return _RANK_TAG.sub("", mend_tagged_lines(text))
+
+
+def mend_tagged_lines(text: str) -> str:
+    """Rejoin rank lines that the launcher split into pieces.
+
+    mpirun tags every piece of output it reads from a rank, not every line: a line that a rank wrote
+    in two pieces arrives as ``[1,0]<stdout>:rank=0 ...[1,1]<stdout>:rank=1 ...\n[1,0]<stdout>:\n``.
+    Each piece is appended to its rank's pending line; a line is emitted, with its tag once, when its
+    newline arrives. Untagged text (the launcher's own messages) is kept in place.
+    """
+    out, pending, tag, pos = [], {}, None, 0
+    for match in list(_RANK_TAG.finditer(text)) + [None]:
+        piece = text[pos: match.start() if match else len(text)]
+        if tag is None:
+            out.append(piece)
+        else:
+            newline = piece.find("\n")
+            if newline < 0:
+                pending[tag] = pending.get(tag, "") + piece
+            else:
+                out.append(tag + pending.pop(tag, "") + piece[: newline + 1])
+                out.append(piece[newline + 1:])  # text after a tagged line is not that rank's
+        if match:
+            tag, pos = match.group(0), match.end()
+    out.extend(f"{tag}{rest}\n" for tag, rest in pending.items())  # lines never ended
+    return "".join(out)
 
 
 @dataclass
@@ -204,7 +230,7 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
             kill_group(proc, grace=1.0)  # stragglers of a finished launcher
         proc.stdout.close()
     returncode = proc.wait()
-    output = "".join(chunks)
+    output = mend_tagged_lines("".join(chunks))
     seconds = time.monotonic() - start
     failure = ""
     if timed_out:

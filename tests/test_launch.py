@@ -4,7 +4,7 @@ import time
 import psutil
 
 from conftest import PYTHON
-from hvdcourse.launch import run_ranks
+from hvdcourse.launch import mend_tagged_lines, run_ranks, untag
 
 SLEEPER = "import os, time; print('rank up', os.getpid(), flush=True); time.sleep(600)"
 
@@ -34,3 +34,33 @@ def test_unknown_launcher_is_refused():
     import pytest
     with pytest.raises(ValueError, match="choose one of"):
         run_ranks(["true"], np=2, launcher="ssh")
+
+
+# What mpirun --tag-output printed for two ranks that each wrote "a\nb\nc", then "d\n" (OpenMPI 4.1.4):
+# a tag per piece read from a rank, so a line written in two pieces is split and glued to another rank's.
+MPIRUN_PIECES = ("[1,0]<stdout>:a\n[1,0]<stdout>:b\n[1,0]<stdout>:c[1,1]<stdout>:a\n[1,1]<stdout>:b\n"
+                 "[1,1]<stdout>:c[1,0]<stdout>:d\n[1,1]<stdout>:d\n")
+
+
+def test_lines_split_by_the_launcher_are_rejoined_per_rank():
+    mended = mend_tagged_lines(MPIRUN_PIECES)
+    assert mended.splitlines() == ["[1,0]<stdout>:a", "[1,0]<stdout>:b", "[1,1]<stdout>:a",
+                                   "[1,1]<stdout>:b", "[1,0]<stdout>:cd", "[1,1]<stdout>:cd"]
+    assert sorted(untag(MPIRUN_PIECES).splitlines()) == ["a", "a", "b", "b", "cd", "cd"]
+
+
+def test_launcher_messages_and_unfinished_lines_are_kept():
+    text = "mpirun: starting\n[1]<stdout>:x\nwarning from the launcher\n[1,0]<stderr>:no newline"
+    assert mend_tagged_lines(text) == ("mpirun: starting\n[1]<stdout>:x\nwarning from the launcher\n"
+                                       "[1,0]<stderr>:no newline\n")
+
+
+WRITES_IN_PIECES = ("import os, time; r = int(os.environ['OMPI_COMM_WORLD_RANK']); time.sleep(0.3 * r); "
+                    "os.write(1, f'rank={r} first half'.encode()); time.sleep(0.6); os.write(1, b' second half\\n')")
+
+
+def test_run_ranks_output_has_whole_lines_when_ranks_write_in_pieces():
+    run = run_ranks([PYTHON, "-c", WRITES_IN_PIECES], np=2, launcher="mpi", timeout=60)
+    assert run.ok, run.output
+    lines = sorted(line for line in untag(run.output).splitlines() if line.startswith("rank="))
+    assert lines == ["rank=0 first half second half", "rank=1 first half second half"], run.output
