@@ -3,7 +3,10 @@
 Times one allreduce of a float32 buffer per size, for each implementation named with ``--impl``:
 
 * ``hvd``: ``horovod.tensorflow.allreduce`` (Gloo or MPI, whichever the launcher chose);
-* ``mpi4py``: ``MPI.COMM_WORLD.Allreduce`` on numpy buffers (the MPI library's own algorithm);
+* ``mpi4py``: ``MPI.COMM_WORLD.Allreduce`` on numpy buffers (the MPI library's own algorithm), from one
+  buffer into another like ``hvd.allreduce`` (which writes into a new output tensor);
+* ``mpi4py-inplace``: the same with ``MPI.IN_PLACE``: the result overwrites the input, which saves the
+  MPI library the copy of the input into the output that an out-of-place allreduce starts with;
 * ``ring``: the course's ring allreduce, :func:`hvdcourse.ring.ring_allreduce`, over mpi4py.
 
 Reported as *bus bandwidth*, ``2 (N - 1) / N x bytes / time``: a ring allreduce moves that many
@@ -21,7 +24,7 @@ import statistics
 import sys
 import time
 
-IMPLS = ("hvd", "mpi4py", "ring")
+IMPLS = ("hvd", "mpi4py", "mpi4py-inplace", "ring")
 RESULT_TAG = "ALLREDUCE_RESULT "
 KIB = 1024
 
@@ -85,6 +88,8 @@ class _Impl:
         if self.name == "mpi4py":
             out = np.empty_like(data)
             return lambda: self.comm.Allreduce(data, out, op=self.mpi.SUM)
+        if self.name == "mpi4py-inplace":  # the sums grow to inf over the repeats: same speed on x86
+            return lambda: self.comm.Allreduce(self.mpi.IN_PLACE, data, op=self.mpi.SUM)
         from hvdcourse.ring import ring_allreduce
 
         return lambda: ring_allreduce(self.comm, data)
@@ -98,6 +103,10 @@ class _Impl:
         if self.name == "mpi4py":
             out = np.empty_like(data)
             self.comm.Allreduce(data, out, op=self.mpi.SUM)
+            return out
+        if self.name == "mpi4py-inplace":
+            out = data.copy()
+            self.comm.Allreduce(self.mpi.IN_PLACE, out, op=self.mpi.SUM)
             return out
         from hvdcourse.ring import ring_allreduce
 

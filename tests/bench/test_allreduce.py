@@ -23,7 +23,7 @@ def test_small_messages_are_timed_in_batches_large_ones_alone():
     assert iterations_for(64 * 2**20) == 2
 
 
-@pytest.mark.parametrize("launcher,impls", [("mpirun", ["mpi4py", "ring"]), ("gloo", ["hvd"])])
+@pytest.mark.parametrize("launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring"]), ("gloo", ["hvd"])])
 def test_every_implementation_sums_correctly_on_2_ranks(launcher, impls):
     args = [a for impl in impls for a in ("--impl", impl)]
     run = run_ranks([PYTHON, "-m", "hvdcourse.bench.allreduce", *args, "--max-bytes", "16384", "--repeats", "2"],
