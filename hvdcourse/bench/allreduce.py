@@ -153,7 +153,13 @@ def main(argv=None) -> int:
     p.add_argument("--budget-bytes", type=positive_int, default=64 * KIB * KIB,
                    help="bytes reduced per timed repeat (sets the iterations per size)")
     p.add_argument("--label", default=None)
+    p.add_argument("--bind", choices=("none", "core"), default="none",
+                   help="core: pin each rank to its own core, by local rank (as the throughput benchmark)")
     args = p.parse_args(argv)
+    if args.bind == "core":
+        from hvdcourse.bench.throughput import bind_to_core, local_rank
+
+        bind_to_core(local_rank())  # before Horovod, TensorFlow or MPI start their threads
     from hvdcourse.bench.machine import raise_priority
 
     priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
@@ -164,7 +170,8 @@ def main(argv=None) -> int:
         rows = measure(impl, sizes, args.repeats, args.budget_bytes)
         if impl.rank == 0:
             print(RESULT_TAG + json.dumps({"impl": name, "label": args.label or name, "ranks": impl.size,
-                                           "correct": correct, "priority": priority, "rows": rows}),
+                                           "correct": correct, "priority": priority, "bind": args.bind,
+                                           "rows": rows}),
                   flush=True)
     return 0
 

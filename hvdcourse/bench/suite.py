@@ -89,7 +89,7 @@ class Settings:
     the same time), or a fixed number of ``steps`` when it is 0."""
 
     warmup_steps: int = 10
-    images_per_repeat: int = 4096
+    images_per_repeat: int = 12288   # about 0.6 s per repeat at one core's speed
     steps: int = 50
     repeats: int = 5
     rounds: int = 5                   # the main comparison is launched this many times, round-robin
@@ -319,7 +319,9 @@ def combine_launches(launches: list) -> list:
 def run_allreduce(settings: Settings, log=print) -> dict:
     from hvdcourse.launch import run_ranks
 
-    sizes = ["--max-bytes", str(64 * 1024), "--repeats", "2"] if settings.quick else ["--repeats", "3"]
+    sizes = (["--max-bytes", str(64 * 1024), "--repeats", "2"] if settings.quick
+             else ["--repeats", "5", "--budget-bytes", str(256 * 2**20)])  # 4 allreduces per repeat at 64 MB
+    sizes += ["--bind", "core"]  # each rank on its own core, as in the throughput runs
     program = [sys.executable, "-m", "hvdcourse.bench.allreduce", *sizes]
     launches = [("gloo", ["--impl", "hvd", "--label", "hvd-gloo"], {}),
                 ("mpi", ["--impl", "hvd", "--label", "hvd-mpi default"], {}),
