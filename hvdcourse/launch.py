@@ -88,7 +88,9 @@ def launcher_command(np: int, launcher: str, program: list, discovery: str | Non
         return [horovodrun, "-np", str(np), "-H", f"localhost:{np}", f"--{launcher}", *program]
     if launcher == "mpirun":
         # --bind-to none: let each rank's threads use any core; map by slot keeps ranks on one host.
-        return [require_mpi(), "-np", str(np), "--bind-to", "none", "--map-by", "slot", *program]
+        # --tag-output: run_ranks rejoins a rank's line that mpirun forwarded in pieces (a Python with
+        # PYTHONUNBUFFERED=1 writes a line and its newline separately), then removes the tags.
+        return [require_mpi(), "-np", str(np), "--bind-to", "none", "--map-by", "slot", "--tag-output", *program]
     if launcher == "elastic":
         # --network-interface lo: without it an elastic job waits for 2 hosts to compare interfaces.
         return [horovodrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np),
@@ -217,7 +219,7 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
             if not line:
                 break
             if echo:
-                print(line, end="", flush=True)
+                print(_RANK_TAG.sub("", line) if launcher == "mpirun" else line, end="", flush=True)
             if on_line is not None:
                 on_line(line)
             if size < max_output:
@@ -233,6 +235,8 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
     output = mend_tagged_lines("".join(chunks))
     seconds = time.monotonic() - start
     failure = failure_summary(output) if returncode != 0 and not timed_out and launcher != "python" else ""
+    if launcher == "mpirun":
+        output = _RANK_TAG.sub("", output)  # the tags were only asked for to rejoin lines
     if timed_out:
         output += f"\n[hvdcourse] TIMEOUT: stopped after {timeout:.0f} s; all ranks were killed.\n"
     elif returncode != 0 and launcher != "python":

@@ -69,3 +69,11 @@ def test_run_ranks_output_has_whole_lines_when_ranks_write_in_pieces():
     assert run.ok, run.output
     lines = sorted(line for line in untag(run.output).splitlines() if line.startswith("rank="))
     assert lines == ["rank=0 first half second half", "rank=1 first half second half"], run.output
+
+
+def test_mpirun_output_has_whole_lines_and_no_tags_when_ranks_write_in_pieces():
+    run = run_ranks([PYTHON, "-c", WRITES_IN_PIECES], np=2, launcher="mpirun", timeout=60)
+    assert run.ok, run.output
+    assert "<stdout>" not in run.output
+    lines = sorted(line for line in run.output.splitlines() if line.startswith("rank="))
+    assert lines == ["rank=0 first half second half", "rank=1 first half second half"], run.output
