@@ -6,9 +6,10 @@
   2 ranks over Gloo and over MPI, MultiWorkerMirroredStrategy at 2 workers - same model, data and
   per-rank batch - and where the issue's targets stand;
 * ``tuning.json``: the path from a naive 2-rank run to the tuned one, one change at a time, and
-  sweeps of threads, binding, HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD and batch size;
-* ``allreduce.json``: allreduce bus bandwidth 4 KB - 64 MB (Horovod over Gloo and MPI, mpi4py, the
-  course's ring) beside the memory-copy bandwidth;
+  sweeps of threads, binding, HOROVOD_CYCLE_TIME, HOROVOD_FUSION_THRESHOLD, allocator, gradient
+  groups, transport and batch size;
+* ``allreduce.json``: allreduce bus bandwidth 4 KB - 64 MB (Horovod over Gloo and MPI, mpi4py out of
+  place and in place, the course's ring) beside the memory-copy bandwidth;
 * ``monitor.json``: CPU, memory and context switches sampled during the naive and the tuned run.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
@@ -34,10 +35,11 @@ from hvdcourse.bench.throughput import RESULT_TAG
 PARTS = ("main", "tuning", "allreduce")
 BATCH = 256                     # per-rank batch of the main comparison (the batch sweep shows why)
 BATCH_SWEEP = (16, 32, 64, 128, 256, 512)
-MPI_TUNED = {"OMPI_MCA_mpi_yield_when_idle": "1",  # a waiting MPI rank yields its core instead of spinning
-             "HOROVOD_CYCLE_TIME": "0.1"}         # Horovod looks for ready tensors every 0.1 ms, not 1 ms
-HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}  # malloc asks for transparent huge pages: 512x
-#                  fewer page faults for TensorFlow's large buffers and Open MPI's (measured: sweep "allocator")
+MPI_YIELDS = {"OMPI_MCA_mpi_yield_when_idle": "1"}  # a waiting MPI rank yields its core instead of spinning
+MPI_TUNED = {**MPI_YIELDS, "HOROVOD_CYCLE_TIME": "0.1"}  # Horovod looks for ready tensors every 0.1 ms, not 1 ms
+# malloc asks for transparent huge pages: 512x fewer page faults for TensorFlow's and Open MPI's large
+# buffers (measured: sweep "allocator")
+HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 LARGE_MESSAGES = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",  # let us choose Open MPI's algorithm:
                   "OMPI_MCA_coll_tuned_allreduce_algorithm": "5",  # 5 = segmented ring: the received part
                   "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "1048576",  # is added while in cache
@@ -113,7 +115,7 @@ HVD_GLOO = Config("hvd-2ranks-gloo", launcher="gloo", env={"HOROVOD_CYCLE_TIME":
                        "all gradients in one group (one Gloo allreduce per step)")
 
 SOLO = Config("keras-2x1core-solo", mode="solo", launcher="mpirun",
-              env={"OMPI_MCA_mpi_yield_when_idle": "1", **HUGE_PAGES},
+              env={**MPI_YIELDS, **HUGE_PAGES},
               note="2 plain Keras processes side by side, one per core, no communication: the ceiling")
 
 
@@ -144,7 +146,7 @@ def ladder_configs() -> list:
     quiet = naive.with_("+quiet", "log on rank 0 only, no progress bar", fit_verbose=0, log_all_ranks=False)
     one_thread = quiet.with_("+1 thread/rank", "intra-op = 1, inter-op = 1 per rank", threads=1)
     yields = one_thread.with_("+MPI yields", "OMPI_MCA_mpi_yield_when_idle=1",
-                              env={"OMPI_MCA_mpi_yield_when_idle": "1"})
+                              env=dict(MPI_YIELDS))
     cycle = yields.with_("+cycle 0.1 ms", "HOROVOD_CYCLE_TIME=0.1", env=dict(MPI_TUNED))
     bound = cycle.with_("+bind to core", "each rank pinned to its own core", bind="core")
     memory = bound.with_("+in-memory data", "cached batches instead of a shuffling pipeline", data="memory")
@@ -155,7 +157,6 @@ def ladder_configs() -> list:
 
 def sweep_configs() -> dict:
     """One knob at a time, from the tuned configuration (its own value is the tuned run itself)."""
-    no_cycle = {"OMPI_MCA_mpi_yield_when_idle": "1"}
     return {
         "threads": [
             HVD_MPI.with_("threads=default, no binding", "TensorFlow default threads", threads=-1, bind="none"),
@@ -167,7 +168,7 @@ def sweep_configs() -> dict:
         ],
         "cycle_time_ms": [
             HVD_MPI.with_("HOROVOD_CYCLE_TIME=0.1", "cycle time 0.1 ms (tuned)"),
-            HVD_MPI.with_("HOROVOD_CYCLE_TIME=1 (default)", "Horovod 0.28's default", env=dict(no_cycle)),
+            HVD_MPI.with_("HOROVOD_CYCLE_TIME=1 (default)", "Horovod 0.28's default", env=dict(MPI_YIELDS)),
         ],
         "fusion_threshold": [
             HVD_MPI.with_("HOROVOD_FUSION_THRESHOLD=0", "fusion off: one allreduce per gradient tensor",
@@ -179,7 +180,7 @@ def sweep_configs() -> dict:
             HVD_MPI.with_("hvd-mpi, 4 KB pages", "glibc's default malloc", env=dict(MPI_TUNED)),
             SOLO.with_("solo, huge pages", "the no-communication ceiling, huge pages"),
             SOLO.with_("solo, 4 KB pages", "the no-communication ceiling, default malloc",
-                       env={"OMPI_MCA_mpi_yield_when_idle": "1"}),
+                       env=dict(MPI_YIELDS)),
         ],
         "groups": [
             HVD_MPI.with_("num_groups=0 (default)", "each gradient submitted on its own, fused per cycle"),
