@@ -6,6 +6,8 @@ VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 export VENV PYTHON
 export PATH := $(VENV)/bin:$(PATH)
+# tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
+export TF_USE_LEGACY_KERAS := 1
 
 .PHONY: help env book test check bench exercises clean cluster-start cluster-stop
 

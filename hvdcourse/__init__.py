@@ -1,1 +1,6 @@
 """Shared code of the course *Distributed Deep Learning with Horovod*."""
+import os
+
+# Before anything of the course imports TensorFlow: TensorFlow >= 2.16 makes tf.keras Keras 3 unless
+# TF_USE_LEGACY_KERAS=1 is set first, and Horovod's Keras API needs Keras 2 (the tf-keras package).
+os.environ["TF_USE_LEGACY_KERAS"] = "1"

@@ -15,8 +15,9 @@ import os
 import socket
 import sys
 
-NEEDED_TF = "2.15"
+NEEDED_TF = "2.20"
 NEEDED_HOROVOD = "0.28.1"
+PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 
 
 def build_report() -> tuple[list, list]:
@@ -24,17 +25,21 @@ def build_report() -> tuple[list, list]:
     lines, problems = [], []
     py = "%d.%d.%d" % sys.version_info[:3]
     lines.append(f"Python        {py}")
-    if sys.version_info[:2] not in ((3, 9), (3, 10), (3, 11)):
-        problems.append(f"Python {py}: TensorFlow 2.15 needs Python 3.9-3.11")
+    if sys.version_info[:2] not in PYTHONS:
+        problems.append(f"Python {py}: TensorFlow {NEEDED_TF} has wheels for Python 3.10-3.13 only")
     try:
         import tensorflow as tf
     except ImportError as err:
         problems.append(f"TensorFlow cannot be imported ({err}); run 'make env'")
         return lines, problems
-    lines.append(f"TensorFlow    {tf.__version__}")
+    keras_version = str(getattr(tf.keras, "__version__", "?"))
+    lines.append(f"TensorFlow    {tf.__version__} (tf.keras {keras_version})")
     if not tf.__version__.startswith(NEEDED_TF):
-        problems.append(f"TensorFlow {tf.__version__}: horovod.tensorflow.keras needs 2.15 "
-                        "(TF 2.16+ ships Keras 3, which Horovod 0.28.1 does not support)")
+        problems.append(f"TensorFlow {tf.__version__}: the course and its Horovod patches are made for "
+                        f"{NEEDED_TF}; run 'make env'")
+    if not keras_version.startswith("2."):
+        problems.append(f"tf.keras is Keras {keras_version}, but Horovod's Keras API needs Keras 2: set "
+                        "TF_USE_LEGACY_KERAS=1 before Python starts and install tf-keras (make env does both)")
     try:
         import horovod
         import horovod.tensorflow as hvd

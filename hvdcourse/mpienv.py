@@ -27,14 +27,20 @@ _MPI_DEFAULTS = {
 }
 
 
+# Not a default but a requirement: TensorFlow >= 2.16 makes tf.keras Keras 3 unless this is set before
+# TensorFlow is imported, and Horovod's Keras API works with Keras 2 (tf-keras) only.
+_REQUIRED = {"TF_USE_LEGACY_KERAS": "1"}
+
+
 def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
     """Return a copy of ``base`` (default: ``os.environ``) with the course's MPI defaults added.
 
-    Values already set by the user win, so a site can override any of them.
+    Values already set by the user win, so a site can override any of them (except the Keras 2 switch).
     """
     env = dict(os.environ if base is None else base)
     for key, value in _MPI_DEFAULTS.items():
         env.setdefault(key, value)
+    env.update(_REQUIRED)
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env

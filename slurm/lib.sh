@@ -30,6 +30,8 @@ load_site() {
   source "$SITE_FILE"
   set +a
   export PYTHONPATH="$HVDCOURSE_ROOT${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's hvdcourse package
+  # tf.keras must be tf-keras (Keras 2) on every rank: Horovod's Keras API does not work with Keras 3
+  export TF_USE_LEGACY_KERAS=1
 }
 
 # site_args USAGE SITE [scheduler options] [-- rest]: load SITE; set SCHED_OPTS (the site's

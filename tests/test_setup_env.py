@@ -35,12 +35,21 @@ def run_setup(path, tmp_path):
     return subprocess.run([shutil.which("bash"), SCRIPT], capture_output=True, text=True, env=env, timeout=60)
 
 
-@pytest.mark.parametrize("version", ["3.12", "3.8"])
+@pytest.mark.parametrize("version", ["3.14", "3.9"])
 def test_unsupported_python_is_refused_with_what_to_install(tmp_path, version):
     proc = run_setup(fake_bin(tmp_path, python_version=version), tmp_path)
     assert proc.returncode == 1
-    assert f"Python {version} found" in proc.stderr and "python3.11" in proc.stderr
+    assert f"Python {version} found" in proc.stderr and "3.10-3.13" in proc.stderr
+    assert "uv python install 3.12" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "venv").exists()
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.13"])
+def test_supported_python_passes_the_version_check(tmp_path, version):
+    # the fake interpreter gets past the version check and fails later (it cannot make a venv)
+    proc = run_setup(fake_bin(tmp_path, python_version=version), tmp_path)
+    assert "found, but the course needs" not in proc.stderr
 
 
 def test_missing_mpi_says_which_packages_to_install(tmp_path):

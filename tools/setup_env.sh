@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One-command environment for the course (called by `make env`, hence by `make book` / `make test`).
-#   1. checks the interpreter (TensorFlow 2.15 supports Python 3.9-3.11 only);
+#   1. checks the interpreter (TensorFlow 2.20 has wheels for Python 3.10-3.13);
 #   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser);
 #   3. creates/reuses the virtual environment and installs the pinned requirements;
 #   4. compiles Horovod 0.28.1 (TensorFlow + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
-#      keyed by the pins, so a second clone or run installs it in seconds.
+#      after applying the course's patches (patches/horovod-0.28.1/, see tools/patch_horovod.sh),
+#      keyed by Horovod, Python, TensorFlow, torch, MPI and the patches, so a second clone installs it
+#      in seconds.
 # Idempotent: a stamp file keyed by the same inputs makes a warm run a no-op.
 set -euo pipefail
 
@@ -13,18 +15,19 @@ VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 HOROVOD_VERSION="0.28.1"
 CACHE_DIR="${HVDCOURSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdcourse}"
-APT_PACKAGES=(build-essential cmake libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
+APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
               graphviz chromium shellcheck procps)
 
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }
 
 # 1. Python version ---------------------------------------------------------------------------------
-command -v "$PYTHON" >/dev/null || die "no '$PYTHON' found. Install Python 3.11 (3.9-3.11 work) or run: make PYTHON=/path/to/python3.11"
+GET_PYTHON="get one with 'uv python install 3.12' (then make PYTHON=\$(uv python find 3.12)) or your system's python3.12 package"
+command -v "$PYTHON" >/dev/null || die "no '$PYTHON' found. The course needs Python 3.10-3.13: $GET_PYTHON"
 PYVER="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 case "$PYVER" in
-  3.9|3.10|3.11) ;;
-  *) die "Python $PYVER found, but tensorflow-cpu 2.15.1 (the last TensorFlow Horovod 0.28.1 works with) needs Python 3.9-3.11. Install python3.11 and run: make PYTHON=python3.11" ;;
+  3.10|3.11|3.12|3.13) ;;
+  *) die "Python $PYVER found, but the course needs Python 3.10-3.13 (TensorFlow 2.20 has wheels for those only): $GET_PYTHON" ;;
 esac
 
 # 2. System packages (root on Debian/Ubuntu only; otherwise just check) -------------------------------
@@ -32,6 +35,13 @@ missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done 2>/dev/null || true
+# a system Python needs its headers (mpi4py compiles against them) and venv module from the distribution
+PY_REAL="$(readlink -f "$(command -v "$PYTHON")")"
+if [[ "$PY_REAL" == /usr/bin/python3* ]]; then
+  for pkg in "python$PYVER-dev" "python$PYVER-venv"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+fi
 if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   say "installing system packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -44,9 +54,12 @@ command -v mpicc >/dev/null && command -v mpirun >/dev/null || \
 command -v cmake >/dev/null || die "no cmake. Install it: sudo apt-get install cmake (or pip install cmake)"
 
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
-MPI_ID="$(mpirun --version 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n' '_' )"
-REQ_HASH="$(cat "$ROOT/requirements.txt" | sha256sum | cut -c1-12)"
-KEY="hvd${HOROVOD_VERSION}-py${PYVER}-${MPI_ID}-$(grep -E '^tensorflow-cpu==' "$ROOT/requirements.txt" | cut -d= -f3)"
+MPI_ID="$(mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel[^0-9]*|Version:) *[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_')" || true
+pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
+TF_VERSION="$(pin tensorflow)"; TORCH_VERSION="$(pin torch)"
+PATCH_HASH="$(cat "$ROOT"/patches/horovod-$HOROVOD_VERSION/*.patch | sha256sum | cut -c1-8)"
+REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -c1-12)"
+KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none}-${MPI_ID:-mpi}-patches${PATCH_HASH}"
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
 if [ -f "$STAMP" ]; then
   say "environment up to date ($VENV)"
@@ -56,10 +69,10 @@ fi
 PY="$VENV/bin/python"
 # pip, minus the warnings about optional local package folders that some machines configure
 pip_q() { "$PY" -m pip -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-pip_q install --upgrade "pip<25" wheel "setuptools<70"
+pip_q install --upgrade "pip<25" wheel "setuptools==80.9.0"
 say "installing pinned requirements (first time: a few minutes)"
 # mpi4py compiles against the system MPI (it must match the mpirun that runs it). Built without
-# isolation (its setup needs setuptools<70) and without debug info (10x less memory and time).
+# isolation (against the setuptools above) and without debug info (10x less memory and time).
 CFLAGS="-g0" pip_q install --no-build-isolation "$(grep -E '^mpi4py==' "$ROOT/requirements.txt")"
 pip_q install -r "$ROOT/requirements.txt"
 pip_q install --no-deps -e "$ROOT"
@@ -67,12 +80,18 @@ pip_q install --no-deps -e "$ROOT"
 # 4. Horovod, compiled once per key and cached as a wheel outside the clone ----------------------------
 WHEEL_DIR="$CACHE_DIR/wheels/$KEY"
 if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
-  say "compiling Horovod $HOROVOD_VERSION with TensorFlow, MPI and Gloo (once, about 5 minutes on 2 cores)"
+  say "compiling Horovod $HOROVOD_VERSION with TensorFlow $TF_VERSION, MPI and Gloo (once, about 4-5 minutes on 2 cores)"
+  SRC_DIR="$(mktemp -d)"
+  trap 'rm -rf "$SRC_DIR"' EXIT
+  pip_q download --no-deps --no-binary :all: -d "$SRC_DIR" "horovod==$HOROVOD_VERSION" \
+    || die "could not download Horovod $HOROVOD_VERSION's source (pip download horovod==$HOROVOD_VERSION)"
+  tar -xzf "$SRC_DIR"/horovod-"$HOROVOD_VERSION".tar.gz -C "$SRC_DIR"
+  bash "$ROOT/tools/patch_horovod.sh" "$SRC_DIR/horovod-$HOROVOD_VERSION"
   mkdir -p "$WHEEL_DIR.tmp"
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 MAKEFLAGS="-j$(nproc)" \
     pip_q wheel --no-cache-dir --no-build-isolation --no-deps \
-      -w "$WHEEL_DIR.tmp" "horovod==$HOROVOD_VERSION" \
+      -w "$WHEEL_DIR.tmp" "$SRC_DIR/horovod-$HOROVOD_VERSION" \
     || die "Horovod build failed (see above). Check that g++, cmake and the MPI headers (libopenmpi-dev) are installed."
   rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
 fi
@@ -81,7 +100,7 @@ pip_q install --no-deps --force-reinstall "$WHEEL_DIR"/horovod-*.whl
 pip_q install cloudpickle psutil pyyaml packaging cffi
 
 # (capture first: grep -q would close the pipe early and horovodrun would die of a broken pipe)
-BUILD_REPORT="$(TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build 2>&1)" || true
+BUILD_REPORT="$(TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build 2>&1)" || true
 for feature in TensorFlow MPI Gloo; do
   grep -q "\[X\] $feature" <<<"$BUILD_REPORT" || \
     die "Horovod was built without $feature (horovodrun --check-build). Delete $WHEEL_DIR and rerun 'make env'"
