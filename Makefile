@@ -9,7 +9,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env book test check bench exercises clean cluster-start cluster-stop
+.PHONY: help env book test check bench exercises clean cluster-start cluster-stop newcomer-check
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
+	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
 env:
 	@bash tools/setup_env.sh
@@ -42,6 +43,9 @@ cluster-start: env
 
 cluster-stop:
 	@bash tools/local_cluster_stop.sh
+
+newcomer-check:
+	@bash tools/debian13_check.sh
 
 clean:
 	rm -rf _build .pytest_cache
