@@ -20,8 +20,11 @@ if ! command -v debootstrap >/dev/null; then
   command -v apt-get >/dev/null || die "no debootstrap and no apt-get: install debootstrap"
   apt-get install -y -qq debootstrap >/dev/null || die "could not install debootstrap (apt-get install debootstrap)"
 fi
-MIRROR="${DEBIAN_MIRROR:-$(grep -rhoE '^(URIs: *|deb +)https?://[^ ]*/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
-  | head -1 | sed -E 's/^(URIs: *|deb +)//; s/ *$//')}"
+first_mirror() {  # the first Debian mirror in this machine's apt sources (one-line or deb822 format)
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
+    | grep -oE '^(URIs: *|deb +)https?://[^ ]*/debian/?( |$)' | head -1 | sed -E 's/^(URIs: *|deb +)//; s/ *$//' || true
+}
+MIRROR="${DEBIAN_MIRROR:-$(first_mirror)}"
 [ -n "$MIRROR" ] || die "no Debian mirror found in /etc/apt/sources.list*: set DEBIAN_MIRROR=<mirror URL>/debian"
 
 MOUNTS=()
