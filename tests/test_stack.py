@@ -80,7 +80,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     first = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
     patches = sorted(os.listdir(PATCH_DIR))
-    assert len(patches) == 4 and len(first.stdout.strip().splitlines()) == 4
+    assert len(patches) == 5 and len(first.stdout.strip().splitlines()) == 5
     for name, line in zip(patches, first.stdout.splitlines()):
         headline = open(os.path.join(PATCH_DIR, name)).readline().strip()
         assert line == f"patch_horovod: applied {name}: {headline}"
@@ -89,7 +89,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     assert "if(HAVE_CUDA OR HAVE_ROCM)" in (tree / "horovod" / "tensorflow" / "CMakeLists.txt").read_text()
     # a second run on the same tree changes nothing and says so
     again = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0 and again.stdout.count("already applied") == 4, again.stdout + again.stderr
+    assert again.returncode == 0 and again.stdout.count("already applied") == 5, again.stdout + again.stderr
 
 
 def test_each_patch_says_why(tmp_path):
@@ -102,3 +102,13 @@ def test_patch_script_refuses_a_folder_that_is_not_horovods_source(tmp_path):
     proc = subprocess.run(["bash", PATCH_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"patch_horovod: ERROR: {tmp_path} is not an unpacked Horovod source tree"
+
+
+def test_check_build_reports_what_was_built_and_nothing_else():
+    import shutil as _shutil
+
+    report = subprocess.run([_shutil.which("horovodrun"), "--check-build"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout
+    assert "[X] TensorFlow" in report and "[X] MPI" in report and "[X] Gloo" in report
+    # PyTorch is not part of the course's build yet: an unpatched Horovod claims it anyway (patch 05)
+    assert "[ ] PyTorch" in report

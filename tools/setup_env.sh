@@ -54,7 +54,7 @@ command -v mpicc >/dev/null && command -v mpirun >/dev/null || \
 command -v cmake >/dev/null || die "no cmake. Install it: sudo apt-get install cmake (or pip install cmake)"
 
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
-MPI_ID="$(mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel[^0-9]*|Version:) *[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_')" || true
+MPI_ID="$(mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel|Version:)[^0-9]*[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_')" || true
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
 TF_VERSION="$(pin tensorflow)"; TORCH_VERSION="$(pin torch)"
 PATCH_HASH="$(cat "$ROOT"/patches/horovod-$HOROVOD_VERSION/*.patch | sha256sum | cut -c1-8)"
