@@ -20,6 +20,14 @@ NEEDED_HOROVOD = "0.28.1"
 PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 
 
+def tf_keras_version(tf) -> str:
+    """Version of the Keras that ``tf.keras`` is: tf-keras (Keras 2) has no ``__version__`` there."""
+    if getattr(tf.keras, "__name__", "").startswith("tf_keras"):
+        import tf_keras
+        return tf_keras.__version__
+    return str(getattr(tf.keras, "__version__", "?"))
+
+
 def build_report() -> tuple[list, list]:
     """Return (report lines, problems) describing the Horovod build. Does not call ``hvd.init()``."""
     lines, problems = [], []
@@ -32,7 +40,7 @@ def build_report() -> tuple[list, list]:
     except ImportError as err:
         problems.append(f"TensorFlow cannot be imported ({err}); run 'make env'")
         return lines, problems
-    keras_version = str(getattr(tf.keras, "__version__", "?"))
+    keras_version = tf_keras_version(tf)
     lines.append(f"TensorFlow    {tf.__version__} (tf.keras {keras_version})")
     if not tf.__version__.startswith(NEEDED_TF):
         problems.append(f"TensorFlow {tf.__version__}: the course and its Horovod patches are made for "

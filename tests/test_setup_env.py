@@ -10,7 +10,7 @@ from conftest import ROOT
 
 SCRIPT = os.path.join(ROOT, "tools", "setup_env.sh")
 TOOLS = ["bash", "dpkg-query", "grep", "id", "head", "tr", "sha256sum", "cut", "cat", "dirname", "g++",
-         "cmake", "mpicc", "mpirun", "python3", "apt-get", "uname", "nproc", "ls", "touch"]
+         "cmake", "mpicc", "mpirun", "python3", "apt-get", "uname", "nproc", "ls", "touch", "readlink"]
 
 
 def fake_bin(tmp_path, without=(), python_version=None):

@@ -48,8 +48,10 @@ fi
 t_root=$(( $(date +%s) - t0 ))
 say "root file system ready in ${t_root} s: $(chroot "$TARGET" python3 --version), $(. "$TARGET/etc/os-release"; echo "$PRETTY_NAME")"
 
-# what a machine on the same network has: name resolution and the package registries' client settings
+# what a machine on the same network has: name resolution, the certificate authorities this network
+# trusts, and the package registries' client settings (minus this machine's local wheel folders)
 cp /etc/resolv.conf "$TARGET/etc/resolv.conf"
+cp /etc/ssl/certs/ca-certificates.crt "$TARGET/etc/ssl/certs/ca-certificates.crt"
 [ -f /etc/pip.conf ] && grep -v -E 'find-links|extra-index-url' /etc/pip.conf > "$TARGET/etc/pip.conf" || true
 mount_in proc /proc -t proc
 mount_in sysfs /sys -t sysfs
