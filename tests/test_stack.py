@@ -81,7 +81,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     first = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
     patches = sorted(os.listdir(PATCH_DIR))
-    assert len(patches) == 5 and len(first.stdout.strip().splitlines()) == 5
+    assert len(patches) == 6 and len(first.stdout.strip().splitlines()) == 6
     for name, line in zip(patches, first.stdout.splitlines()):
         headline = open(os.path.join(PATCH_DIR, name)).readline().strip()
         assert line == f"patch_horovod: applied {name}: {headline}"
@@ -90,7 +90,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     assert "if(HAVE_CUDA OR HAVE_ROCM)" in (tree / "horovod" / "tensorflow" / "CMakeLists.txt").read_text()
     # a second run on the same tree changes nothing and says so
     again = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0 and again.stdout.count("already applied") == 5, again.stdout + again.stderr
+    assert again.returncode == 0 and again.stdout.count("already applied") == 6, again.stdout + again.stderr
 
 
 def test_each_patch_says_why(tmp_path):

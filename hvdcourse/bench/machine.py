@@ -79,6 +79,7 @@ def describe_machine() -> dict:
         "os": os_name(),
         "python": platform.python_version(),
         "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
+        "keras": _version("tf-keras") or _version("keras"),  # tf.keras is tf-keras (Keras 2) in the course
         "horovod": _version("horovod"),
         "mpi": _first_line(["mpirun", "--version"]),
         "mpi4py": _version("mpi4py"),

@@ -11,6 +11,7 @@ def test_machine_description_names_cpu_cores_memory_os_versions_date_and_load():
     assert desc["logical_cores"] >= 1 and desc["memory_gib"] > 0
     assert len(desc["load_average_1_5_15min"]) == 3
     assert desc["tensorflow"].startswith("2.20") and desc["horovod"] == "0.28.1"
+    assert desc["keras"].startswith("2.20")  # tf-keras, not Keras 3
 
 
 def test_memcopy_bandwidth_is_bytes_over_median_time():
