@@ -75,7 +75,20 @@ def build_report() -> tuple[list, list]:
         if not controllers[name]:
             problems.append(f"Horovod was built without {name}; rebuild with HOROVOD_WITH_{name.upper()}=1 "
                             "(delete ~/.cache/hvdcourse/wheels and run 'make env')")
+    problems += hostname_problems()
     return lines, problems
+
+
+def hostname_problems(host: str | None = None) -> list:
+    """Gloo's rendezvous resolves this machine's name, and Horovod 0.28.1's Gloo crashes (SIGSEGV in
+    ``gloo::transport::tcp::CreateDevice``) instead of saying so when it cannot: check it first."""
+    host = host or socket.gethostname()
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return [f"this machine's name {host!r} does not resolve, and horovodrun --gloo then crashes with "
+                f"SIGSEGV. Add it to /etc/hosts: echo '127.0.1.1 {host}' | sudo tee -a /etc/hosts"]
+    return []
 
 
 def _extension_built(horovod, framework: str, library: str) -> bool:
@@ -133,7 +146,9 @@ def main(argv=None) -> int:
                         help="controllers to try with --ranks, comma-separated (default gloo,mpi)")
     parser.add_argument("--rank-line", action="store_true", help="only print this rank's line (under a launcher)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's start-up chatter out of the report
+    # keep TensorFlow's start-up chatter (and TF 2.20's "failed call to cuInit" on machines without an
+    # NVIDIA driver) out of the report
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     if args.rank_line:
         print(rank_line()[0], flush=True)

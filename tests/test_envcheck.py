@@ -23,3 +23,12 @@ def test_horovodrun_check_build_lists_tensorflow_mpi_and_gloo():
     out = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, timeout=120).stdout
     for needed in ("[X] TensorFlow", "[X] MPI", "[X] Gloo"):
         assert needed in out, out
+
+
+def test_a_host_name_that_does_not_resolve_is_reported_before_gloo_crashes():
+    from hvdcourse.envcheck import hostname_problems
+
+    assert hostname_problems("localhost") == []
+    problems = hostname_problems("no-such-host.invalid")
+    assert len(problems) == 1
+    assert "'no-such-host.invalid' does not resolve" in problems[0] and "/etc/hosts" in problems[0]

@@ -52,6 +52,9 @@ say "root file system ready in ${t_root} s: $(chroot "$TARGET" python3 --version
 # trusts, and the package registries' client settings (minus this machine's local wheel folders)
 cp /etc/resolv.conf "$TARGET/etc/resolv.conf"
 cp /etc/ssl/certs/ca-certificates.crt "$TARGET/etc/ssl/certs/ca-certificates.crt"
+# Debian's installer puts the machine's name in /etc/hosts; debootstrap does not. Without it Gloo's
+# rendezvous cannot resolve the host name (and Horovod 0.28.1's Gloo then crashes with SIGSEGV).
+grep -qw "$(hostname)" "$TARGET/etc/hosts" || echo "127.0.1.1	$(hostname)" >> "$TARGET/etc/hosts"
 [ -f /etc/pip.conf ] && grep -v -E 'find-links|extra-index-url' /etc/pip.conf > "$TARGET/etc/pip.conf" || true
 mount_in proc /proc -t proc
 mount_in sysfs /sys -t sysfs
