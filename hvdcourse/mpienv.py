@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from hvdcourse import KERAS_2_ENV
+
 # Why each variable: root is common in containers/CI; oversubscription lets 2 ranks share 1 core;
 # the fault settings (lesson: Faults, hangs and elastic training) are set here, not left to defaults:
 # - mpirun ends the whole job as soon as one rank exits non-zero or is killed;
@@ -27,9 +29,6 @@ _MPI_DEFAULTS = {
 }
 
 
-# Not a default but a requirement: TensorFlow >= 2.16 makes tf.keras Keras 3 unless this is set before
-# TensorFlow is imported, and Horovod's Keras API works with Keras 2 (tf-keras) only.
-_REQUIRED = {"TF_USE_LEGACY_KERAS": "1"}
 
 
 def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
@@ -40,7 +39,7 @@ def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     for key, value in _MPI_DEFAULTS.items():
         env.setdefault(key, value)
-    env.update(_REQUIRED)
+    env.update(KERAS_2_ENV)  # not a default but a requirement: Horovod's Keras API needs Keras 2
     if extra:
         env.update({k: str(v) for k, v in extra.items()})
     return env
