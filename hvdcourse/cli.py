@@ -25,9 +25,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+class OneWriteParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage error is ONE write to stderr. argparse writes the usage and the
+    error line apart; when srun or mpirun ends a job as soon as a rank exits, the second write can be
+    lost, and the log then shows the usage without saying what was wrong."""
+
+    def error(self, message):
+        self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}\n")
+
+
 def training_parser(description: str) -> argparse.ArgumentParser:
     """Options of ``train_single`` and ``train_hvd``: the same names so the two scripts read alike."""
-    p = argparse.ArgumentParser(description=description)
+    p = OneWriteParser(description=description)
     p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
     p.add_argument("--batch-size", type=positive_int, default=64,
                    help="batch size of ONE worker (default 64); the effective batch is this x workers")
