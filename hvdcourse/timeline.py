@@ -177,7 +177,8 @@ PHASES = {
                       "only for tensors on a GPU"),
     "WAIT_FOR_OTHER_TENSOR_DATA": ("GPU", "this tensor is ready, the others of the same fusion buffer are not yet"),
     "QUEUE": ("GPU (NCCL)", "waiting for the previous NCCL operation to finish"),
-    "INIT_FUSION_BUFFER": ("all", "allocating the fusion buffer (once)"),
+    "INIT_FUSION_BUFFER": ("all", "allocating the fusion buffer, the first time tensors are fused "
+                                  "(recorded on each tensor of that operation)"),
     "MEMCPY_IN_FUSION_BUFFER": ("all", "copying the fused tensors into the one buffer that is reduced"),
     "MEMCPY_OUT_FUSION_BUFFER": ("all", "copying the results out of the fusion buffer"),
     "GLOO_ALLREDUCE": ("CPU", "the transfer and reduction by Gloo"),
