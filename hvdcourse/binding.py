@@ -117,6 +117,33 @@ def parse_mask_list(text: str) -> list:
     return [int(re.sub(r"^0[xX]", "", item) or "0", 16) for item in items]
 
 
+def describe_mask(mask: int) -> str:
+    """What a CPU mask means: ``0xfe000000000000`` -> ``'0xfe000000000000 = CPUs 49-55'``.
+
+    A mask is the set of CPUs a task may run on, written as a hexadecimal number whose bit n is CPU n
+    (the CPU numbers of ``lscpu``/``/proc/cpuinfo``, hardware threads included). Slurm's
+    ``--cpu-bind=mask_cpu:`` takes one per task, and ``--cpu-bind=verbose`` prints the one each task got.
+    """
+    cores = cores_of(mask)
+    return f"{hex(mask)} = " + (f"CPUs {_ranges(cores)}" if cores else "no CPU at all")
+
+
+_VERBOSE_LINE = re.compile(r"cpu-bind=(?P<kind>[\w-]+) - (?P<node>\S+), task\s+(?P<task>\d+)\s+(?P<local>\d+)"
+                           r"\s+\[(?P<pid>\d+)\]: mask (?P<mask>0x[0-9a-fA-F]+) set")
+
+
+def parse_cpu_bind_verbose(text: str) -> list:
+    """The lines ``srun --cpu-bind=verbose,...`` prints, one dict per task: node, task (global rank),
+    local (rank on the node), mask (int) and cpus (list). Example line:
+    ``cpu-bind=MASK - nid005000, task  1  1 [12345]: mask 0xfe0000 set``."""
+    tasks = []
+    for m in _VERBOSE_LINE.finditer(text):
+        mask = int(m["mask"], 16)
+        tasks.append({"node": m["node"], "task": int(m["task"]), "local": int(m["local"]),
+                      "pid": int(m["pid"]), "mask": mask, "cpus": cores_of(mask)})
+    return sorted(tasks, key=lambda t: t["task"])
+
+
 def expand_like_bash(text: str, variables: dict | None = None) -> str:
     """Expand ``${name}`` / ``$name`` as bash does: an unset variable becomes the empty string."""
     variables = variables or {}

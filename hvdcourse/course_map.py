@@ -39,3 +39,103 @@ def timing_table():
     table["executes_in_s"] = [recorded["lessons"].get(name) for name in table["lesson"]]
     table.attrs["recorded"] = {k: v for k, v in recorded.items() if k != "lessons"}
     return table
+
+
+# ------------------------------------------------------------------------------------ day plans
+
+EXERCISE_SOURCES = os.path.join(ROOT, "exercises", "source")
+_EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
+_EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
+# Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
+# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other.
+DROPPABLE = ("11_fault_tolerance", "10_beyond_horovod", "09_install")
+# A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
+# hour for lunch, each taken at the first lesson boundary after the time given.
+DAY = {"start": 9 * 60, "end": 17 * 60 + 30,
+       "pauses": ((10 * 60 + 15, "break", 15), (12 * 60 + 15, "lunch", 60), (15 * 60, "break", 15))}
+
+
+_AFTER = re.compile(r"[Aa]fter \{ref\}`([\w-]+)`")
+_LABEL = re.compile(r"^\(([\w-]+)\)=$", re.M)
+
+
+def graded_exercises() -> dict:
+    """{lesson: [(exercise, minutes), ...]}: each graded notebook under the first lesson that links it,
+    or, when the line of that link says "after {ref}`label`", under the lesson with that label; with
+    the time its source states ("Time: N minutes")."""
+    planned = {}
+    for name in sorted(os.listdir(EXERCISE_SOURCES)):
+        if name.endswith(".md"):
+            found = _EXERCISE_TIME.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
+            planned[name[:-3]] = int(found.group(1)) if found else 0
+    texts = {row["lesson"]: open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read() for row in lessons()}
+    by_label = {label: lesson for lesson, text in texts.items() for label in _LABEL.findall(text)}
+    where = {}
+    for lesson, text in texts.items():
+        for line in text.splitlines():
+            after = _AFTER.search(line)
+            for exercise in _EXERCISE_LINK.findall(line):
+                if exercise in planned and exercise not in where:
+                    where[exercise] = by_label.get(after.group(1), lesson) if after else lesson
+    result = {}
+    for lesson in texts:  # in course order
+        for exercise in sorted(e for e, at in where.items() if at == lesson):
+            result.setdefault(lesson, []).append((exercise, planned[exercise]))
+    return result
+
+
+def lesson_blocks(graded: bool = True, drop=()) -> list:
+    """Minutes per lesson: teaching, the page's exercises, the live demo (the page's measured execution
+    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks."""
+    recorded = json.load(open(TIMES))["lessons"] if os.path.isfile(TIMES) else {}
+    notebooks = graded_exercises() if graded else {}
+    blocks = []
+    for row in lessons():
+        if row["lesson"] in drop:
+            continue
+        seconds = recorded.get(row["lesson"])
+        demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
+        extra = sum(minutes for _, minutes in notebooks.get(row["lesson"], []))
+        blocks.append({**row, "demo_min": demo, "graded_min": extra,
+                       "total_min": (row["teaching_min"] or 0) + (row["exercises_min"] or 0) + demo + extra})
+    return blocks
+
+
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def day_plan(days: int, graded: bool = True, drop=()):
+    """A schedule of the lessons over ``days`` teaching days (:data:`DAY`), as a DataFrame with one row
+    per lesson or pause. A lesson that does not fit in what is left of a day starts the next day.
+    Raises ValueError when the lessons do not fit in ``days`` days."""
+    import pandas as pd
+
+    rows, day, now, pauses = [], 1, DAY["start"], list(DAY["pauses"])
+    for block in lesson_blocks(graded=graded, drop=drop):
+        if now + block["total_min"] + sum(p[2] for p in pauses) > DAY["end"]:
+            day, now, pauses = day + 1, DAY["start"], list(DAY["pauses"])
+            if day > days:
+                raise ValueError(f"the lessons do not fit in {days} day(s) of {_clock(DAY['start'])}-"
+                                 f"{_clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises")
+        # a pause comes before a lesson that would run well past its time (or when its time has come)
+        if pauses and (now >= pauses[0][0] or (now >= pauses[0][0] - 45
+                                                and now + block["total_min"] > pauses[0][0] + 20)):
+            _, what, length = pauses.pop(0)
+            rows.append({"day": day, "starts": _clock(now), "lesson": f"({what})", "ends": _clock(now + length)})
+            now += length
+        rows.append({"day": day, "starts": _clock(now), "lesson": block["title"], "teaching": block["teaching_min"],
+                     "exercises": block["exercises_min"], "demo runs": block["demo_min"],
+                     "graded exercises": block["graded_min"], "ends": _clock(now + block["total_min"])})
+        now += block["total_min"]
+    return pd.DataFrame(rows)
+
+
+def one_day_plan():
+    """The one-day course: every lesson but :data:`DROPPABLE`, the graded notebooks as homework."""
+    return day_plan(1, graded=False, drop=DROPPABLE)
+
+
+def two_day_plan():
+    """The two-day course: every lesson with its page's exercises and its graded notebooks."""
+    return day_plan(2, graded=True)

@@ -163,6 +163,58 @@ def cycle_marks(events: list) -> list:
     return [float(ev["ts"]) for ev in events if ev.get("ph") == "i" and ev.get("name") == "CYCLE_START"]
 
 
+# What each name in a timeline means (Horovod's docs/timeline.rst and the activity names of
+# horovod/common/common.h, 0.28.1), and on which hardware Horovod writes it.
+PHASES = {
+    "NEGOTIATE_ALLREDUCE": ("all", "from the first rank announcing the tensor until every rank has it ready: "
+                            "waiting for the slowest rank (ticks named after the ranks show who reported when)"),
+    "NEGOTIATE_BROADCAST": ("all", "the same for a broadcast"),
+    "NEGOTIATE_ALLGATHER": ("all", "the same for an allgather"),
+    "ALLREDUCE": ("all", "the operation itself, from start to result; the activities below nest inside it"),
+    "BROADCAST": ("all", "a broadcast, from start to result"),
+    "ALLGATHER": ("all", "an allgather, from start to result"),
+    "WAIT_FOR_DATA": ("GPU", "waiting for the GPU to finish computing this tensor (its ready event); "
+                      "only for tensors on a GPU"),
+    "WAIT_FOR_OTHER_TENSOR_DATA": ("GPU", "this tensor is ready, the others of the same fusion buffer are not yet"),
+    "QUEUE": ("GPU (NCCL)", "waiting for the previous NCCL operation to finish"),
+    "INIT_FUSION_BUFFER": ("all", "allocating the fusion buffer, the first time tensors are fused "
+                                  "(recorded on each tensor of that operation)"),
+    "MEMCPY_IN_FUSION_BUFFER": ("all", "copying the fused tensors into the one buffer that is reduced"),
+    "MEMCPY_OUT_FUSION_BUFFER": ("all", "copying the results out of the fusion buffer"),
+    "GLOO_ALLREDUCE": ("CPU", "the transfer and reduction by Gloo"),
+    "MPI_ALLREDUCE": ("CPU", "the transfer and reduction by MPI"),
+    "NCCL_ALLREDUCE": ("GPU (NCCL)", "the transfer and reduction by NCCL (RCCL on AMD GPUs)"),
+    "GLOO_BCAST": ("CPU", "the broadcast by Gloo"),
+    "MPI_BCAST": ("CPU", "the broadcast by MPI"),
+    "CYCLE_START": ("all", "an instant marker at the start of each cycle of Horovod's background thread; "
+                    "only with HOROVOD_TIMELINE_MARK_CYCLES=1 (or hvd.start_timeline(..., mark_cycles=True))"),
+}
+
+
+def phase_names(events: list) -> dict:
+    """{name: count} of the phases (``B`` events) and instant markers (``i`` events) in ``events``."""
+    counts: dict = defaultdict(int)
+    for ev in events:
+        if ev.get("ph") in ("B", "i") and "name" in ev:
+            counts[ev["name"]] += 1
+    return dict(counts)
+
+
+def phase_catalogue(*event_lists):
+    """A DataFrame: every documented phase (:data:`PHASES`) and every other name found in the
+    ``event_lists``, with where Horovod writes it, what it means and how often these recordings hold it."""
+    import pandas as pd
+
+    seen: dict = defaultdict(int)
+    for events in event_lists:
+        for name, count in phase_names(events).items():
+            seen[name] += count
+    names = list(PHASES) + sorted(n for n in seen if n not in PHASES)
+    return pd.DataFrame([{"phase": n, "written on": PHASES.get(n, ("?", ""))[0],
+                          "meaning": PHASES.get(n, ("", "not in Horovod's documentation"))[1],
+                          "in these recordings": seen.get(n, 0)} for n in names]).set_index("phase")
+
+
 # --------------------------------------------------------------------------------------- analysis
 
 def _union_length(intervals) -> float:

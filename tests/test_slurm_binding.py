@@ -96,3 +96,28 @@ def test_sites_without_a_numa_map_have_no_layout():
 def test_command_line_prints_the_srun_value(capsys):
     assert binding.main(["--site", os.path.join(SITES, "lumi-g.env"), "--format", "mask_cpu"]) == 0
     assert capsys.readouterr().out.strip() == binding.mask_cpu_option(lumi_layout())
+
+
+def test_describe_mask_names_the_cpus_whose_bits_are_set():
+    assert binding.describe_mask(0xfe000000000000) == "0xfe000000000000 = CPUs 49-55"
+    assert binding.describe_mask(0x5) == "0x5 = CPUs 0,2"
+
+
+def test_describe_mask_says_when_a_mask_allows_no_cpu():
+    assert binding.describe_mask(0) == "0x0 = no CPU at all"
+
+
+def test_cpu_bind_verbose_lines_give_each_task_its_node_ranks_and_cpus():
+    text = ("cpu-bind=MASK - nid005001, task  9  1 [4242]: mask 0xfe00000000000000 set\n"
+            "some output of the program\n"
+            "cpu-bind=MASK - nid005000, task  0  0 [4241]: mask 0xfe000000000000 set\n")
+    tasks = binding.parse_cpu_bind_verbose(text)
+    assert [(t["node"], t["task"], t["local"]) for t in tasks] == [("nid005000", 0, 0), ("nid005001", 9, 1)]
+    assert tasks[0]["cpus"] == list(range(49, 56)) and tasks[1]["cpus"] == list(range(57, 64))
+
+
+def test_cpu_bind_verbose_lines_match_the_masks_computed_for_lumi():
+    masks = binding.masks(lumi_layout())
+    text = "\n".join(f"cpu-bind=MASK - nid005000, task {r:2d} {r:2d} [{100 + r}]: mask {hex(m)} set"
+                     for r, m in enumerate(masks))
+    assert [t["mask"] for t in binding.parse_cpu_bind_verbose(text)] == masks

@@ -167,3 +167,23 @@ def test_dynamic_recording_holds_only_the_requested_steps(tmp_path):
     assert "ALLREDUCE" in phase_names
     assert "BROADCAST" not in phase_names  # the initial broadcast happened before step 2
     assert os.path.getsize(rec.path) > 0
+
+
+def test_phase_names_counts_begin_events_and_cycle_markers_but_not_ends(tmp_path):
+    marker = {"ph": "i", "name": "CYCLE_START", "ts": 5, "s": "g"}
+    names = timeline.phase_names(HEADER + EVENTS + [marker])
+    assert names == {"NEGOTIATE_ALLREDUCE": 2, "ALLREDUCE": 3, "MEMCPY_IN_FUSION_BUFFER": 2,
+                     "GLOO_ALLREDUCE": 2, "CYCLE_START": 1}
+
+
+def test_phase_catalogue_lists_documented_gpu_phases_as_absent_from_a_cpu_recording():
+    table = timeline.phase_catalogue(HEADER + EVENTS)
+    assert table.loc["WAIT_FOR_DATA", "in these recordings"] == 0
+    assert table.loc["WAIT_FOR_DATA", "written on"] == "GPU"
+    assert table.loc["GLOO_ALLREDUCE", "in these recordings"] == 2
+
+
+def test_phase_catalogue_adds_undocumented_names_found_in_a_recording():
+    table = timeline.phase_catalogue([{"ph": "B", "name": "SOMETHING_NEW", "ts": 0, "pid": 1}])
+    assert table.loc["SOMETHING_NEW", "meaning"] == "not in Horovod's documentation"
+    assert table.loc["SOMETHING_NEW", "in these recordings"] == 1

@@ -190,15 +190,6 @@ def allreduce_table(doc: dict, sizes=(4096, 262144, 4 * 2**20, 64 * 2**20)):
     return pd.DataFrame.from_records(records)
 
 
-def targets_table(status: list):
-    import pandas as pd
-
-    return pd.DataFrame.from_records([
-        {"target": r["target"], "what": r["detail"], "measured": None if r["measured"] is None
-         else round(r["measured"], 3), "needed": f">= {r['needed']}",
-         "met": {True: "yes", False: "NO", None: "not measured"}[r["met"]]} for r in status])
-
-
 def ladder_table(tuning: dict):
     """The tuning ladder as before/after numbers: each step's images/s, efficiency, and change from the
     step before (the naive run first, the tuned run last)."""

@@ -1,6 +1,9 @@
 """make book: every lesson executes (within budget) and the HTML book is complete."""
+import json
+import math
 import os
 
+import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,3 +52,41 @@ def test_every_lesson_states_its_planned_times():
     from hvdcourse.course_map import lessons
     unplanned = [row["lesson"] for row in lessons() if row["teaching_min"] is None]
     assert not unplanned, "Overview needs '**Time**: teaching N min, exercises M min'"
+
+
+def test_one_day_plan_fits_in_the_teaching_day_without_the_droppable_lessons():
+    from hvdcourse import course_map
+    plan = course_map.one_day_plan()
+    assert set(plan["day"]) == {1}
+    assert plan["ends"].max() <= "17:30"
+    titles = {row["title"] for row in course_map.lessons() if row["lesson"] in course_map.DROPPABLE}
+    assert not titles & set(plan["lesson"])
+
+
+def test_whole_course_with_graded_exercises_does_not_fit_in_one_day():
+    from hvdcourse import course_map
+    with pytest.raises(ValueError, match="do not fit in 1 day"):
+        course_map.day_plan(1)
+
+
+def test_two_day_plan_holds_every_lesson_once_in_course_order():
+    from hvdcourse import course_map
+    plan = course_map.two_day_plan()
+    taught = [t for t in plan["lesson"] if not t.startswith("(")]
+    assert taught == [row["title"] for row in course_map.lessons()]
+    assert set(plan["day"]) == {1, 2}
+
+
+def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesson():
+    from hvdcourse import course_map
+    placed = {ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items}
+    assert placed["ex06_lr_warmup"] == "05_conversion"  # lesson 04 links it "After {ref}`conversion`"
+    assert placed["ex01_collectives"] == "04_horovod_design"
+
+
+def test_lesson_blocks_add_measured_demo_minutes_rounded_up():
+    from hvdcourse import course_map
+    recorded = json.load(open(course_map.TIMES))["lessons"]
+    for block in course_map.lesson_blocks(graded=False):
+        seconds = recorded.get(block["lesson"], 0)
+        assert block["demo_min"] == math.ceil(seconds / 60)
