@@ -18,7 +18,7 @@ def main(argv=None, callbacks=()) -> int:
 
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour of the API
-    from horovod.tensorflow import broadcast_object  # Horovod: any Python object, rank 0 -> all ranks
+    from horovod.tensorflow import broadcast_object, broadcast_variables  # Horovod: objects, variables: rank 0 -> all
 
     from hvdcourse import data, model as course_model, training
 
@@ -65,7 +65,7 @@ def main(argv=None, callbacks=()) -> int:
     initial_epoch = training.exit_if_error(initial_epoch, show=hvd.rank() == 0)  # Horovod: rank 0 says why
     # Horovod: rank 0's weights and optimizer state (restored or new) to every rank BEFORE the first step;
     # the callback's broadcast after batch 1 is too late for a resumed run (see lesson 11)
-    hvd.broadcast_variables(checkpoint.variables, root_rank=0)
+    broadcast_variables(checkpoint.variables, root_rank=0)
     verbose = 2 if hvd.rank() == 0 else 0  # Horovod: log on rank 0 only
 
     if hvd.rank() == 0:  # Horovod: one header, not N
