@@ -14,15 +14,22 @@ nothing, so the trainers themselves contain no fault-injection code.
 ``HVDCOURSE_FAIL_MODE``: ``crash`` (raise an exception, the default), ``kill`` (SIGKILL: no clean-up,
 like the OOM killer or a lost node), ``exit`` (exit code 3 without Python clean-up) or ``hang``
 (stop taking part and sleep: only the stall check can end that).
+
+``HVDCOURSE_PRINT_STATE=1`` adds, on every rank, a callback that prints the rank's training state at
+the start of its first step; :func:`compare_resume` uses it to show that a resumed run starts, on
+every rank, from rank 0's restored state, and ends as an uninterrupted run does.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
 MODES = ("crash", "kill", "exit", "hang")
 RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -79,15 +86,47 @@ def fault_callback(rank: int, at_step: int, mode: str = "crash"):
     return FaultInjection()
 
 
+def state_probe_callback(rank: int):
+    """A Keras callback that prints this rank's training state when its first training step begins.
+
+    One line: ``[hvdcourse.faults] rank R first step: optimizer_iterations=I weights_sha256=W
+    optimizer_sha256=O``, the same digests as the checkpoint's lines (:class:`hvdcourse.training.EpochCheckpoint`).
+    """
+    import tensorflow as tf
+
+    from hvdcourse.model import variables_digest, weights_digest
+
+    class StateProbe(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.printed = False
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.printed:
+                return
+            self.printed = True
+            # Keras' fit: the compiled model's optimizer; a custom loop passes it in the callbacks' params
+            optimizer = getattr(self.model, "optimizer", None) or self.params["optimizer"]
+            print(f"[hvdcourse.faults] rank {rank} first step: "
+                  f"optimizer_iterations={int(optimizer.iterations.numpy())} "
+                  f"weights_sha256={weights_digest(self.model)} "
+                  f"optimizer_sha256={variables_digest(optimizer.variables)}", flush=True)
+
+    return StateProbe()
+
+
 def callbacks_from_env(rank=None, environ=None) -> list:
     """``[FaultInjection]`` as set by the ``HVDCOURSE_FAIL_*`` variables, or ``[]`` when none is set.
 
     ``rank``: this process's rank (default: the one its launcher announced in the environment).
+    With ``HVDCOURSE_PRINT_STATE=1``, a :func:`state_probe_callback` comes first.
     """
     environ = os.environ if environ is None else environ
+    me = launcher_rank(environ) if rank is None else rank
+    probe = [state_probe_callback(me)] if environ.get("HVDCOURSE_PRINT_STATE", "") == "1" else []
     target = environ.get("HVDCOURSE_FAIL_RANK", "")
     if not target:
-        return []
+        return probe
     mode = environ.get("HVDCOURSE_FAIL_MODE", "crash")
     try:
         target, at_step = int(target), int(environ.get("HVDCOURSE_FAIL_AT_STEP", "3"))
@@ -96,8 +135,7 @@ def callbacks_from_env(rank=None, environ=None) -> list:
                          f"{environ.get('HVDCOURSE_FAIL_RANK')!r} and {environ.get('HVDCOURSE_FAIL_AT_STEP')!r}") from None
     if mode not in MODES:
         raise ValueError(f"HVDCOURSE_FAIL_MODE={mode!r} is not one of {', '.join(MODES)}")
-    me = launcher_rank(environ) if rank is None else rank
-    return [fault_callback(target, at_step, mode)] if me == target else []
+    return probe + ([fault_callback(target, at_step, mode)] if me == target else [])
 
 
 def run_with_fault(trainer_args: list, mode: str = "crash", rank: int = 1, at_step: int = 3, np: int = 2,
@@ -122,6 +160,86 @@ def run_with_fault(trainer_args: list, mode: str = "crash", rank: int = 1, at_st
     program = [sys.executable, "-m", "hvdcourse.faults", trainer, *trainer_args]
     run = run_ranks(program, np=np, launcher=launcher, timeout=timeout, env=env, on_line=on_line, **run_kwargs)
     return run, (time.monotonic() - fault_at[0]) if fault_at else None
+
+
+FINAL_DIGEST = re.compile(r"\[train_\w+\] rank=(\d+) .*weights_sha256=(\w+)")
+FIRST_STEP = re.compile(r"\[hvdcourse\.faults\] rank (\d+) first step: (optimizer_iterations=\d+ "
+                        r"weights_sha256=\w+ optimizer_sha256=\w+)")
+RESTORED = re.compile(r"\[checkpoint\] restored epoch=\d+ (optimizer_iterations=\d+ weights_sha256=\w+ "
+                      r"optimizer_sha256=\w+)")
+
+
+def final_digests(output: str) -> dict:
+    """``{rank: weights digest}`` from the last lines of a course trainer's run."""
+    return {int(rank): digest for rank, digest in FINAL_DIGEST.findall(output)}
+
+
+@dataclass
+class ResumeComparison:
+    """What :func:`compare_resume` ran, and the state the runs printed."""
+
+    uninterrupted: object  # hvdcourse.launch.RankRun
+    killed: object
+    resumed: object
+    folder: str  # the killed and resumed runs' working folder (their checkpoints are there)
+    seconds_after_kill: float | None
+
+    @property
+    def uninterrupted_digests(self) -> dict:
+        """``{rank: final weights digest}`` of the uninterrupted run."""
+        return final_digests(self.uninterrupted.output)
+
+    @property
+    def resumed_digests(self) -> dict:
+        """``{rank: final weights digest}`` of the resumed run."""
+        return final_digests(self.resumed.output)
+
+    @property
+    def restored(self) -> str | None:
+        """The state rank 0 restored: ``optimizer_iterations=I weights_sha256=W optimizer_sha256=O``."""
+        found = RESTORED.findall(self.resumed.output)
+        return found[0] if found else None
+
+    @property
+    def first_step(self) -> dict:
+        """``{rank: state}`` at the resumed run's first step, in the form of :attr:`restored`."""
+        return {int(rank): state for rank, state in FIRST_STEP.findall(self.resumed.output)}
+
+    @property
+    def exact(self) -> bool:
+        """Every rank of both runs ends with the same weights, and the run was really killed."""
+        digests = [*self.uninterrupted_digests.values(), *self.resumed_digests.values()]
+        return (not self.killed.ok and self.uninterrupted.ok and self.resumed.ok and len(digests) >= 2
+                and len(self.uninterrupted_digests) == len(self.resumed_digests) and len(set(digests)) == 1)
+
+
+def compare_resume(trainer_args: list, kill_at_step: int, trainer: str = "hvdcourse.train_hvd", np: int = 2,
+                   launcher: str = "mpirun", rank: int = 1, timeout: float = 240, cwd: str | None = None,
+                   env: dict | None = None) -> ResumeComparison:
+    """Run ``trainer`` uninterrupted, and again killed and resumed; return both runs and their digests.
+
+    Both start from scratch with the same arguments (seeds and data order included). The second
+    has ``rank`` killed (SIGKILL) after ``kill_at_step`` steps, then the same command is started
+    again in the same folder, resuming from rank 0's last checkpoint, with each rank printing its
+    state at its first step (``HVDCOURSE_PRINT_STATE=1``). ``trainer_args`` must name a relative
+    ``--checkpoint-dir``: each run works in its own sub-folder of ``cwd`` (default: a new temporary one).
+    """
+    from hvdcourse.launch import run_ranks
+
+    cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-resume-")
+    folders = {name: os.path.join(cwd, name) for name in ("uninterrupted", "interrupted")}
+    for folder in folders.values():
+        os.makedirs(folder, exist_ok=True)
+    command = [sys.executable, "-m", trainer, *trainer_args]
+    uninterrupted = run_ranks(command, np=np, launcher=launcher, timeout=timeout, env=env,
+                              cwd=folders["uninterrupted"])
+    killed, after_kill = run_with_fault(trainer_args, mode="kill", rank=rank, at_step=kill_at_step, np=np,
+                                        launcher=launcher, trainer=trainer, timeout=timeout, env=env,
+                                        cwd=folders["interrupted"])
+    resumed = run_ranks([sys.executable, "-m", "hvdcourse.faults", trainer, *trainer_args], np=np,
+                        launcher=launcher, timeout=timeout, env={**(env or {}), "HVDCOURSE_PRINT_STATE": "1"},
+                        cwd=folders["interrupted"])
+    return ResumeComparison(uninterrupted, killed, resumed, folders["interrupted"], after_kill)
 
 
 def leftover_processes(marker: str, value: str, wait: float = 10.0, exclude=()) -> list:

@@ -32,9 +32,14 @@ def loss_fn():
 
 def weights_digest(model) -> str:
     """SHA-256 of all weights' bytes: equal digests on every rank prove bit-identical models."""
+    return variables_digest(model.weights)
+
+
+def variables_digest(variables) -> str:
+    """SHA-256 of the values of ``variables`` (weights, or an optimizer's step count and moments)."""
     import hashlib
 
     digest = hashlib.sha256()
-    for w in model.get_weights():
-        digest.update(w.tobytes())
+    for v in variables:
+        digest.update(v.numpy().tobytes())
     return digest.hexdigest()

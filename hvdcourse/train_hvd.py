@@ -18,7 +18,7 @@ def main(argv=None, callbacks=()) -> int:
 
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour of the API
-    from horovod.tensorflow import broadcast_object  # Horovod: any Python object, rank 0 -> all ranks
+    from horovod.tensorflow import broadcast_object, broadcast_variables  # Horovod: objects, variables: rank 0 -> all
 
     from hvdcourse import data, model as course_model, training
 
@@ -45,9 +45,10 @@ def main(argv=None, callbacks=()) -> int:
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod: average gradients with allreduce
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
+    optimizer.build(model.trainable_variables)  # Horovod: create Adam's state now, to restore and broadcast it
 
     callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: all ranks start from rank 0's state
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: rank 0's state to all after batch 1
         hvd.callbacks.MetricAverageCallback(),  # Horovod: average metrics (incl. validation) over ranks
         *callbacks,
     ]
@@ -62,13 +63,17 @@ def main(argv=None, callbacks=()) -> int:
     initial_epoch = checkpoint.restore_or_error() if args.resume and hvd.rank() == 0 else 0
     initial_epoch = broadcast_object(initial_epoch, root_rank=0)  # Horovod: resume (or stop) together
     initial_epoch = training.exit_if_error(initial_epoch, show=hvd.rank() == 0)  # Horovod: rank 0 says why
+    # Horovod: rank 0's weights and optimizer state (restored or new) to every rank BEFORE the first step;
+    # the callback's broadcast after batch 1 is too late for a resumed run (see lesson 11)
+    broadcast_variables(checkpoint.variables, root_rank=0)
     verbose = 2 if hvd.rank() == 0 else 0  # Horovod: log on rank 0 only
 
     if hvd.rank() == 0:  # Horovod: one header, not N
         print(f"[train_hvd] data={dataset.source} ranks={hvd.size()} threads/rank={threads} "
               f"batch/rank={args.batch_size} lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
               flush=True)
-    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed + hvd.rank()),
+    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed + hvd.rank(),
+                                     start_step=initial_epoch * steps),  # the batches not yet seen
               steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
               validation_data=(x_test, y_test), callbacks=callbacks, verbose=verbose)
 

@@ -41,7 +41,8 @@ def main(argv=None, callbacks=()) -> int:
 
     print(f"[train_single] data={dataset.source} threads={threads} batch={args.batch_size} "
           f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}", flush=True)
-    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed),
+    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed,
+                                     start_step=initial_epoch * steps),  # the batches not yet seen
               steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
               validation_data=(x_test, y_test), callbacks=callbacks, verbose=verbose)
 

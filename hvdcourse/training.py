@@ -24,13 +24,32 @@ def set_threads(threads: int, processes_on_node: int = 1) -> int:
     return threads
 
 
-def train_dataset(x, y, batch_size: int, seed: int):
-    """Shuffled, batched, repeated tf.data pipeline over (x, y)."""
+PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat another seed's orders
+
+
+def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
+    """Shuffled, batched, endless tf.data pipeline over (x, y), starting at batch ``start_step``.
+
+    Pass ``p`` over the data is shuffled with its own seed, made of ``seed`` and ``p``, so the batch
+    at any position of the stream depends only on ``seed`` and that position. A run resumed after
+    ``k`` epochs (``start_step = k * steps_per_epoch``) therefore sees the very batches that an
+    uninterrupted run sees from there (lesson: Faults, hangs and elastic training).
+    """
     import tensorflow as tf
 
-    ds = tf.data.Dataset.from_tensor_slices((x, y))
-    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
-    return ds.batch(batch_size, drop_remainder=True).repeat().prefetch(2)
+    per_pass = len(x) // batch_size
+    if per_pass < 1:
+        raise ValueError(f"batch size {batch_size} is larger than the {len(x)} examples of this worker; "
+                         "pass a smaller --batch-size")
+    first_pass, skip = divmod(start_step, per_pass)
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+
+    def one_pass(p):
+        order_seed = seed * PASS_SEED_STRIDE + p  # a different, reproducible order for every pass
+        return examples.shuffle(len(x), seed=order_seed).batch(batch_size, drop_remainder=True)
+
+    passes = tf.data.Dataset.counter(start=first_pass).flat_map(one_pass)
+    return passes.skip(skip).prefetch(2)
 
 
 def steps_per_epoch(num_examples: int, batch_size: int, workers: int = 1, max_steps: int | None = None) -> int:
@@ -72,8 +91,10 @@ class EpochCheckpoint:
     """Saves weights, optimizer state and the epoch number after every epoch; restores the latest.
 
     Built on ``tf.train.CheckpointManager`` (writes are atomic: the index file is updated last).
-    Each save and restore prints one line with the epoch, the optimizer's step count and a digest
-    of the weights, so a resumed run can be checked against what was saved.
+    Each save and restore prints one line with the epoch, the optimizer's step count and digests
+    of the weights and of the optimizer's state, so a resumed run can be checked against what was saved.
+    Build the optimizer's state first (``optimizer.build(model.trainable_variables)``): then
+    :attr:`variables` is the whole training state, what a distributed trainer broadcasts from rank 0.
     """
 
     def __init__(self, directory: str, model, optimizer, keep: int = 2):
@@ -86,12 +107,28 @@ class EpochCheckpoint:
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=keep)
 
+    @property
+    def variables(self) -> list:
+        """The model's weights and the optimizer's variables (step count, learning rate, moments)."""
+        return [*self.model.variables, *optimizer_variables(self.optimizer)]
+
     def describe(self) -> str:
-        """``epoch=E optimizer_iterations=I weights_sha256=D`` of the state in memory."""
-        from hvdcourse.model import weights_digest
+        """``epoch=E optimizer_iterations=I weights_sha256=W optimizer_sha256=O`` of the state in memory.
+
+        ``O`` digests the optimizer's own variables (step count, moments), as Keras lists them.
+        """
+        from hvdcourse.model import variables_digest, weights_digest
 
         return (f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
-                f"weights_sha256={weights_digest(self.model)}")
+                f"weights_sha256={weights_digest(self.model)} "
+                f"optimizer_sha256={variables_digest(self.optimizer.variables)}")
+
+    def save(self, epochs_done: int) -> str:
+        """Save the state after ``epochs_done`` epochs; print and return the checkpoint's path."""
+        self.epoch.assign(epochs_done)
+        path = self.manager.save(checkpoint_number=epochs_done)
+        print(f"[checkpoint] saved {self.describe()} to {path}", flush=True)
+        return path
 
     def restore(self) -> int:
         """Restore the latest checkpoint if any; return the number of epochs already done.
@@ -129,11 +166,21 @@ class EpochCheckpoint:
 
         class _Save(tf.keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
-                outer.epoch.assign(epoch + 1)
-                path = outer.manager.save(checkpoint_number=epoch + 1)
-                print(f"[checkpoint] saved {outer.describe()} to {path}", flush=True)
+                outer.save(epoch + 1)
 
         return _Save()
+
+
+def optimizer_variables(optimizer) -> list:
+    """The optimizer's variables, its learning rate included when that is a variable of its own.
+
+    The learning rate is restored with the rest: after a warm-up it is whatever the warm-up left.
+    """
+    variables = list(optimizer.variables() if callable(optimizer.variables) else optimizer.variables)
+    rate = getattr(optimizer, "_learning_rate", None)
+    if hasattr(rate, "assign") and not any(rate is v for v in variables):
+        variables.append(rate)
+    return variables
 
 
 def exit_if_error(value, show: bool = True):

@@ -1,8 +1,10 @@
-"""A 2-rank run killed mid-training resumes from rank 0's last checkpoint; a corrupt one stops cleanly.
+"""A 2-rank run killed mid-training resumes exactly from rank 0's last checkpoint; a corrupt one stops cleanly.
 
 The first run is killed (SIGKILL on rank 1, in epoch 3, after the checkpoints of epochs 1 and 2);
 the same command is started again, as a Slurm requeue would, and must continue from epoch 2 with
-the weights and optimizer state saved then, and end with identical weights on both ranks.
+the weights and optimizer state saved then, on every rank from its first step, and end with the
+weights of a run that was never interrupted (same seeds, same data order), identical on both ranks.
+The Keras trainer (train_hvd) and the custom-loop one (train_tape) are both checked.
 """
 import os
 import re
@@ -25,13 +27,20 @@ FINAL = re.compile(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=\S+ wei
 
 
 @pytest.fixture(scope="module")
-def killed_and_resumed(tmp_path_factory):
-    cwd = str(tmp_path_factory.mktemp("resume"))
-    killed, after_kill = faults.run_with_fault(ARGS, mode="kill", rank=1, at_step=KILL_AT_STEP,
-                                               launcher="mpirun", timeout=RUN_BOUND + 60, cwd=cwd)
-    resumed = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *ARGS], np=2, launcher="mpirun",
-                        timeout=RUN_BOUND + 60, cwd=cwd)
-    return cwd, killed, after_kill, resumed
+def comparison(tmp_path_factory):
+    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.train_hvd", launcher="mpirun",
+                                 timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume")))
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(comparison):
+    return comparison.folder, comparison.killed, comparison.seconds_after_kill, comparison.resumed
+
+
+@pytest.fixture(scope="module")
+def tape_comparison(tmp_path_factory):
+    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.train_tape", launcher="mpirun",
+                                 timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume-tape")))
 
 
 def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resumed):
@@ -87,3 +96,25 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
     assert "Traceback" not in run.output
     assert run.failure.startswith("stopped on a reported error: cannot restore checkpoint")
     assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before  # nothing overwritten
+
+
+@pytest.mark.parametrize("which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"])
+def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(which, request):
+    check = request.getfixturevalue(which)
+    assert not check.killed.ok and check.resumed.ok, check.resumed.output[-3000:]
+    assert sorted(check.first_step) == [0, 1], check.resumed.output[-3000:]
+    # weights, Adam's moments and step count: rank 1 holds what rank 0 holds before its first step...
+    assert check.first_step[1] == check.first_step[0]
+    # ... and that is what rank 0 restored (2 epochs of steps done)
+    assert check.first_step[0] == check.restored
+    assert check.restored.startswith(f"optimizer_iterations={2 * STEPS} ")
+
+
+@pytest.mark.parametrize("which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"])
+def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(which, request):
+    check = request.getfixturevalue(which)
+    assert check.uninterrupted.ok, check.uninterrupted.output[-3000:]
+    assert check.resumed.ok, check.resumed.output[-3000:]
+    assert sorted(check.uninterrupted_digests) == sorted(check.resumed_digests) == [0, 1]
+    assert check.resumed_digests == check.uninterrupted_digests  # bit-identical, on every rank
+    assert check.exact
