@@ -45,7 +45,7 @@ def training_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--warmup-epochs", type=non_negative_float, default=1.0,
                    help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)")
     p.add_argument("--data", default=None, metavar="NPZ",
-                   help="MNIST .npz file (default: Keras cache, else the offline digits fallback)")
+                   help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset made by 'make env')")
     p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
     p.add_argument("--checkpoint-dir", default="checkpoints", help="where checkpoints go (default ./checkpoints)")
     p.add_argument("--no-resume", dest="resume", action="store_false",

