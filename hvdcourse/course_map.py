@@ -39,3 +39,17 @@ def timing_table():
     table["executes_in_s"] = [recorded["lessons"].get(name) for name in table["lesson"]]
     table.attrs["recorded"] = {k: v for k, v in recorded.items() if k != "lessons"}
     return table
+
+
+def recorded_execution(lesson: str) -> dict:
+    """How long ``lesson`` (e.g. "03_allreduce") took to execute in the last recorded book build.
+
+    {"seconds", "machine", "date"}, read from ``book/data/execution_times.json`` (written by
+    ``python -m hvdcourse.book_build --record-times``). A lesson's Overview glues these values
+    instead of typing them.
+    """
+    recorded = json.load(open(TIMES)) if os.path.isfile(TIMES) else {"lessons": {}}
+    if lesson not in recorded["lessons"]:
+        raise KeyError(f"no recorded execution time for {lesson!r} in {os.path.relpath(TIMES, ROOT)}: "
+                       "build the book with `python -m hvdcourse.book_build --record-times`")
+    return {"seconds": recorded["lessons"][lesson], "machine": recorded["machine"], "date": recorded["date"]}

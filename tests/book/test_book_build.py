@@ -49,3 +49,30 @@ def test_every_lesson_states_its_planned_times():
     from hvdcourse.course_map import lessons
     unplanned = [row["lesson"] for row in lessons() if row["teaching_min"] is None]
     assert not unplanned, "Overview needs '**Time**: teaching N min, exercises M min'"
+
+
+def _notebook(markdown, glued):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(markdown))
+    code = nbformat.v4.new_code_cell("glue(...)")
+    code.outputs = [nbformat.v4.new_output("display_data", data={"application/papermill.record/text/plain": "1"},
+                                           metadata={"scrapbook": {"name": key, "mime_prefix": ""}})
+                    for key in glued]
+    nb.cells.append(code)
+    return nb
+
+
+def test_glue_references_without_a_glued_value_are_reported():
+    from hvdcourse.book_build import unglued_references
+
+    nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times; ```{glue:figure} fig\n```", ["ratio"])
+    assert unglued_references(nb) == ["fig", "ring_ms"]
+
+
+def test_every_glue_reference_glued_reports_nothing():
+    from hvdcourse.book_build import glued_keys, unglued_references
+
+    nb = _notebook("From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"])
+    assert glued_keys(nb) == ["a", "b"] and unglued_references(nb) == []
