@@ -67,7 +67,7 @@ def _notebook(markdown, glued):
 def test_glue_references_without_a_glued_value_are_reported():
     from hvdcourse.book_build import unglued_references
 
-    nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times; ```{glue:figure} fig\n```", ["ratio"])
+    nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times.\n\n```{glue:figure} fig\n```", ["ratio"])
     assert unglued_references(nb) == ["fig", "ring_ms"]
 
 
