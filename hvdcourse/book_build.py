@@ -43,7 +43,34 @@ def execute_lesson(path: str, timeout: int = 900) -> float:
     start = time.monotonic()
     NotebookClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    missing = unglued_references(nb)
+    if missing:
+        raise RuntimeError(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
+                           "glue them (myst_nb.glue) or fix the names")
     return time.monotonic() - start
+
+
+# {glue}`key`, {glue:text}`key:.1f`, ```{glue:figure} key``` ... (myst-nb's glue roles and directives)
+_GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
+_GLUE_DIRECTIVE = re.compile(r"^\s*(?:```|:::)\{glue(?::\w+)?\}\s+(\S+)", re.MULTILINE)
+
+
+def glued_keys(nb) -> list:
+    """Names glued by the executed notebook ``nb``'s outputs (``myst_nb.glue`` marks them "scrapbook")."""
+    return [output.get("metadata", {})["scrapbook"]["name"]
+            for cell in nb.cells if cell.cell_type == "code"
+            for output in cell.get("outputs", []) if "scrapbook" in output.get("metadata", {})]
+
+
+def unglued_references(nb) -> list:
+    """Glue names the markdown refers to that no cell of the executed notebook ``nb`` glued, sorted.
+
+    References to another page's values (``other::key``) are left to the book build to check.
+    """
+    text = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    roles = [content.split(":")[0] for content in _GLUE_ROLE.findall(text) if "::" not in content]
+    referenced = set(roles) | {key for key in _GLUE_DIRECTIVE.findall(text) if "::" not in key}
+    return sorted(referenced - set(glued_keys(nb)))
 
 
 def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:

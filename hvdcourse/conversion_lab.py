@@ -18,7 +18,21 @@ import sys
 import time
 import tracemalloc
 
-CONFIGS = ("unscaled", "scaled", "scaled+warmup")
+CONFIGS = ("unscaled", "scaled", "scaled+warmup", "sqrt-scaled")
+
+
+def scaled_lr(config: str, base_lr: float, workers: int) -> float:
+    """The learning rate of a configuration on ``workers`` workers, from the single-worker ``base_lr``.
+
+    "unscaled": base_lr; "scaled" and "scaled+warmup": base_lr * N (the linear rule of Goyal et al.
+    2017, made for SGD); "sqrt-scaled": base_lr * sqrt(N) (the square-root rule, often better suited
+    to adaptive optimizers such as Adam, whose steps do not grow with the gradient's size).
+    """
+    if config not in CONFIGS:
+        raise ValueError(f"unknown configuration {config!r}; choose one of {', '.join(CONFIGS)}")
+    if config == "unscaled":
+        return base_lr
+    return base_lr * (workers ** 0.5 if config == "sqrt-scaled" else workers)
 
 
 # ------------------------------------------------------------------------------------- memory
@@ -139,7 +153,7 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
             model.set_weights(initial)
             for variable in optimizer.variables:
                 variable.assign(tf.zeros_like(variable))
-            lr = base_lr if config == "unscaled" else base_lr * hvd.size()
+            lr = scaled_lr(config, base_lr, hvd.size())
             optimizer.learning_rate.assign(lr)
             before, after, lr_trace = Probe(), Probe(), LrTrace()
             full = []
@@ -169,6 +183,65 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
     return records
 
 
+def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: int = 1) -> dict:
+    """One epoch of ``model.fit`` on every rank, showing what each view of the metrics holds.
+
+    Returns (on every rank) the epoch-end logs of every rank before ``MetricAverageCallback``
+    (``own``, one dict per rank: each rank's running means over its own batches, and its validation
+    on its own shard of the test set), the logs after it (``averaged``), and the line Keras printed on
+    rank 0 with ``verbose=2`` (``printed``). ``last_batch`` holds rank 0's logs at its last batch:
+    what a ``verbose=1`` progress bar shows during the epoch.
+    """
+    import contextlib
+    import io
+
+    import horovod.tensorflow as hvd_tf
+
+    from hvdcourse import data, model as course_model, training
+
+    dataset = data.load_mnist(quiet=True)
+    x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
+    x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
+    shard = lambda a: data.shard(a, hvd.rank(), hvd.size())
+    steps = training.steps_per_epoch(len(dataset.x_train), batch_size, hvd.size(), max_steps)
+    tf.keras.utils.set_random_seed(seed)
+    model = course_model.build_model()
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(1e-3 * hvd.size())),
+                  loss=course_model.loss_fn(), metrics=["accuracy"])
+    seen = {"own": {}, "averaged": {}, "last_batch": {}}
+
+    class Copy(tf.keras.callbacks.Callback):
+        def __init__(self, key):
+            super().__init__()
+            self.key = key
+
+        def on_epoch_end(self, epoch, logs=None):
+            seen[self.key] = {k: float(v) for k, v in (logs or {}).items()}
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self.key == "own":
+                seen["last_batch"] = {k: float(v) for k, v in (logs or {}).items()}
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        model.fit(training.train_dataset(shard(x_train), shard(y_train), batch_size, seed + hvd.rank()),
+                  steps_per_epoch=steps, epochs=1, validation_data=(shard(x_test), shard(y_test)),
+                  callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), Copy("own"),
+                             hvd.callbacks.MetricAverageCallback(), Copy("averaged")],
+                  verbose=2 if hvd.rank() == 0 else 0)
+    lines = [line for line in printed.getvalue().splitlines() if " - loss: " in line]
+    return {"own": hvd_tf.allgather_object(seen["own"]), "averaged": seen["averaged"],
+            "last_batch": hvd_tf.broadcast_object(seen["last_batch"], root_rank=0),
+            "printed": hvd_tf.broadcast_object(lines[-1] if lines else "", root_rank=0)}
+
+
+def printed_metrics(line: str) -> dict:
+    """{name: value} of a Keras epoch line such as ``6/6 - 1s - 96ms/step - loss: 2.1 - accuracy: 0.3``."""
+    import re
+
+    return {name: float(value) for name, value in re.findall(r"(\w+): ([-+\d.eE]+)(?=\s|$)", line)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Measurements of the lesson Hands-on conversion.")
     parser.add_argument("--out", required=True, help="JSON file written by rank 0")
@@ -180,6 +253,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup-epochs", type=float, default=1.0)
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the memory study")
+    parser.add_argument("--metric-views", action="store_true",
+                        help="also record one epoch's metrics as each rank, MetricAverageCallback and Keras' line see them")
+    parser.add_argument("--batch-norm-batches", type=int, nargs="*", default=[],
+                        help="also record batch-normalisation statistics for these per-rank batch sizes")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -195,6 +272,14 @@ def main(argv=None) -> int:
     if args.memory:
         memory = memory_study(hvd.rank(), hvd.size(), workdir, barrier=lambda: hvd.allreduce(tf.constant(0)))
         result["memory"] = sum(hvd_tf.allgather_object(memory), [])
+    if args.metric_views:
+        result["metric_views"] = metric_views(hvd, tf, args.batch_size, args.max_steps)
+    if args.batch_norm_batches:
+        from hvdcourse import data, gradients
+
+        images = data.shard(data.load_mnist(quiet=True).x_train, hvd.rank(), hvd.size())
+        result["batch_norm"] = sum(hvd_tf.allgather_object(
+            [gradients.batch_norm_views(gradients.quadrant_features(images[:b])) for b in args.batch_norm_batches]), [])
     start = time.perf_counter()
     result["epochs"] = lr_study(hvd, tf, args.configs, args.seeds, args.epochs, args.batch_size, args.lr,
                                 args.warmup_epochs, args.max_steps)

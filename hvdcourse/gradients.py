@@ -85,3 +85,72 @@ def check_data_parallel_gradient(model, x, y, workers: int = 2, sizes: Sequence 
     full = loss_gradients(model, x, y)
     averaged = average(shard_gradients(model, x, y, sizes), weights=sizes if weighted else None)
     return GradientCheck(sizes, weighted, max_relative_difference(averaged, full), tolerance)
+
+
+# ----------------------------------------------------------------------- batch normalisation
+
+def quadrant_features(images) -> np.ndarray:
+    """Mean grey value of each quarter of every 28x28 image: a (batch, 4) float32 array (4 "channels")."""
+    x = np.asarray(images, dtype=np.float32).reshape(len(images), 28, 28)
+    return np.stack([x[:, :14, :14].mean((1, 2)), x[:, :14, 14:].mean((1, 2)),
+                     x[:, 14:, :14].mean((1, 2)), x[:, 14:, 14:].mean((1, 2))], axis=1) / 255.0
+
+
+def batch_norm_views(features) -> dict:
+    """What batch normalisation sees on this rank for one training step on ``features`` (batch, channels).
+
+    Call it on every rank of a Horovod job (it allgathers). Returns per-channel lists: the rank's own
+    batch mean and (biased) variance, the mean and variance over the batches of all ranks, and the
+    moving statistics that a ``tf.keras.layers.BatchNormalization`` and a ``hvd.SyncBatchNormalization``
+    layer hold after one training call (momentum 0, so the moving statistics ARE the batch
+    statistics the layer normalised with). Lesson: Parallelism schemes.
+    """
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    x = tf.constant(np.asarray(features, dtype=np.float32))
+    plain = tf.keras.layers.BatchNormalization(momentum=0.0)
+    synced = hvd.SyncBatchNormalization(momentum=0.0)
+    plain(x, training=True)
+    synced(x, training=True)
+    everything = hvd.allgather(x, name="batch_norm_views").numpy()
+    mine = x.numpy()
+    as_list = lambda a: [float(v) for v in np.asarray(a)]
+    return {"rank": hvd.rank(), "size": hvd.size(), "batch": len(mine),
+            "own_mean": as_list(mine.mean(0)), "own_var": as_list(mine.var(0)),
+            "global_mean": as_list(everything.mean(0)), "global_var": as_list(everything.var(0)),
+            "bn_moving_mean": as_list(plain.moving_mean.numpy()), "bn_moving_var": as_list(plain.moving_variance.numpy()),
+            "sync_moving_mean": as_list(synced.moving_mean.numpy()),
+            "sync_moving_var": as_list(synced.moving_variance.numpy())}
+
+
+def main(argv=None) -> int:
+    """Under a Horovod launcher: print each rank's batch-normalisation statistics as JSON lines."""
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--per-rank-batch", type=int, nargs="+", default=[8],
+                        help="batch size of one rank (several: one report each)")
+    args = parser.parse_args(argv)
+    if min(args.per_rank_batch) < 2:
+        parser.error("--per-rank-batch: a batch needs at least 2 samples to have a variance")
+
+    import horovod.tensorflow as hvd
+
+    from hvdcourse import data
+
+    hvd.init()
+    images = data.shard(data.load_mnist(quiet=True).x_train, hvd.rank(), hvd.size())
+    if max(args.per_rank_batch) > len(images):
+        parser.error(f"--per-rank-batch: a rank's shard has only {len(images)} images")
+    for batch in args.per_rank_batch:
+        report = batch_norm_views(quadrant_features(images[:batch]))
+        print("[batchnorm] " + json.dumps(report), flush=True)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

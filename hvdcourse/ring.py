@@ -181,17 +181,43 @@ def ring_time(n_bytes: float, workers: int, alpha: float, beta: float) -> float:
 
 
 def parameter_server_time(n_bytes: float, workers: int, alpha: float, beta: float,
-                          servers: int = 1) -> float:
-    """Parameter server(s): every worker pushes its gradient and pulls the new weights.
+                          servers: int = 1, overlap: bool = False) -> float:
+    """Parameter servers: every worker pushes its gradient and pulls the result.
 
-    The parameters are split evenly over ``servers`` servers, each behind one link; a server
-    receives N messages of n/S bytes (push), then sends N of them (pull), one after the other
-    over its link: 2 * N * (alpha + n/S * beta). The traffic through a server grows with N.
+    The parameters are split evenly over ``servers`` (S) servers, each behind its own link, as in
+    Li et al. (OSDI 2014) and BytePS (Jiang et al., OSDI 2020). Per step, the busiest link carries
+    max(n, N*n/S) bytes in each direction: a worker's link carries its whole gradient (n out, n in),
+    a server's link N shards of n/S; the busiest link also handles max(N, S) messages.
+
+    ``overlap=False``: the push phase, then the pull phase:
+    2 * (max(N, S) * alpha + max(n, N*n/S) * beta); one server gives 2N(alpha + n*beta).
+    ``overlap=True``: pushes and pulls of different pieces of the gradient share the full-duplex
+    links at the same time (BytePS cuts tensors into pieces for this): the bandwidth term becomes
+    max(n, N*n/S) * beta, the max(M/B, nM/(kB)) of the BytePS paper. With S >= N servers that is
+    n*beta, below the ring's 2(N-1)/N * n*beta.
     """
     _check(workers)
     if servers < 1:
         raise ValueError(f"need at least one server, got {servers}")
-    return 2 * workers * (alpha + n_bytes / servers * beta)
+    busiest_bytes = max(n_bytes, workers * n_bytes / servers)
+    latency = 2 * max(workers, servers) * alpha
+    return latency + (1 if overlap else 2) * busiest_bytes * beta
+
+
+def byteps_time(n_bytes: float, gpu_machines: int, cpu_machines: int, beta: float) -> float:
+    """Bandwidth term of BytePS's optimal split between k CPU machines and n GPU machines.
+
+    Theorem 1 of Jiang et al. (OSDI 2020): 2n(n-1) * M * beta / (n^2 + k*n - 2k). k = 0 gives the
+    ring allreduce's 2(n-1)/n * M * beta; k = n gives the parameter servers' M * beta (overlapped).
+    Latency is ignored, as in the paper.
+    """
+    _check(gpu_machines)
+    n, k = gpu_machines, cpu_machines
+    if not 0 <= k <= n:
+        raise ValueError(f"the formula holds for 0 <= CPU machines <= GPU machines, got k={k}, n={n}")
+    if n == 1:
+        return 0.0
+    return 2 * n * (n - 1) * n_bytes * beta / (n * n + k * n - 2 * k)
 
 
 def naive_time(n_bytes: float, workers: int, alpha: float, beta: float) -> float:
@@ -206,9 +232,15 @@ def tree_time(n_bytes: float, workers: int, alpha: float, beta: float) -> float:
     return 2 * math.ceil(math.log2(workers)) * (alpha + n_bytes * beta)
 
 
+def sharded_servers_time(n_bytes: float, workers: int, alpha: float, beta: float) -> float:
+    """As many parameter servers as workers, pushes and pulls overlapped (BytePS with k = n)."""
+    return parameter_server_time(n_bytes, workers, alpha, beta, servers=workers, overlap=True)
+
+
 ALGORITHMS: dict = {
     "ring": ring_time,
     "parameter server": parameter_server_time,
+    "parameter servers, S = N, overlapped": sharded_servers_time,
     "naive (reduce + broadcast)": naive_time,
     "binomial tree": tree_time,
 }

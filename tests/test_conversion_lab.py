@@ -28,3 +28,47 @@ def test_a_rank_reading_its_own_file_holds_its_shard_not_the_whole_set(tmp_path)
     own = rows["own file per rank (uint8)"]["bytes"]
     assert own == pytest.approx(whole / 2, rel=0.01)
     assert rows["load all, then shard (train_hvd)"]["bytes"] > 4 * whole  # uint8 + float32 copies
+
+
+def test_linear_rule_multiplies_and_sqrt_rule_takes_the_square_root():
+    from hvdcourse.conversion_lab import scaled_lr
+
+    assert scaled_lr("unscaled", 1e-3, 4) == pytest.approx(1e-3)
+    assert scaled_lr("scaled", 1e-3, 4) == pytest.approx(4e-3)
+    assert scaled_lr("scaled+warmup", 1e-3, 4) == pytest.approx(4e-3)
+    assert scaled_lr("sqrt-scaled", 1e-3, 4) == pytest.approx(2e-3)
+
+
+def test_an_unknown_scaling_rule_is_refused_with_the_choices():
+    from hvdcourse.conversion_lab import scaled_lr
+
+    with pytest.raises(ValueError, match="sqrt-scaled"):
+        scaled_lr("cubic", 1e-3, 4)
+
+
+def test_printed_metrics_reads_a_keras_epoch_line():
+    from hvdcourse.conversion_lab import printed_metrics
+
+    line = "5/5 - 26s - loss: 2.2682 - accuracy: 0.1406 - val_loss: 2.2073 - val_accuracy: 0.3426 - 26s/epoch - 5s/step"
+    assert printed_metrics(line) == {"loss": 2.2682, "accuracy": 0.1406, "val_loss": 2.2073, "val_accuracy": 0.3426}
+
+
+def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp_path):
+    import json
+    import sys
+
+    from hvdcourse.conversion_lab import printed_metrics
+    from hvdcourse.launch import run_ranks
+
+    out = tmp_path / "views.json"
+    run = run_ranks([sys.executable, "-m", "hvdcourse.conversion_lab", "--out", str(out), "--configs", "unscaled",
+                     "--seeds", "1", "--epochs", "1", "--max-steps", "3", "--no-memory", "--metric-views"],
+                    np=2, launcher="gloo", timeout=300)
+    assert run.ok, run.output[-3000:]
+    views = json.load(open(out))["metric_views"]
+    own, averaged = views["own"], views["averaged"]
+    assert own[0]["loss"] != own[1]["loss"]
+    assert averaged["loss"] == pytest.approx((own[0]["loss"] + own[1]["loss"]) / 2, rel=1e-6)
+    shown = printed_metrics(views["printed"])
+    assert all(shown[k] == pytest.approx(averaged[k], abs=6e-5) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+    assert views["last_batch"]["loss"] == pytest.approx(own[0]["loss"])

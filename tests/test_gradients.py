@@ -51,3 +51,33 @@ def test_shard_sizes_must_cover_the_batch(model_and_batch):
     model, x, y = model_and_batch
     with pytest.raises(ValueError, match="add up to"):
         gradients.shard_gradients(model, x, y, [10, 10])
+
+
+def test_quadrant_features_are_the_mean_grey_of_each_quarter():
+    image = np.zeros((1, 28, 28), dtype=np.uint8)
+    image[0, :14, 14:] = 255  # top right quarter white
+    np.testing.assert_allclose(gradients.quadrant_features(image), [[0.0, 1.0, 0.0, 0.0]])
+
+
+def test_batch_norm_check_refuses_a_batch_without_variance():
+    with pytest.raises(SystemExit):
+        gradients.main(["--per-rank-batch", "1"])
+
+
+def test_batch_norm_uses_each_ranks_statistics_and_sync_batch_norm_the_global_ones():
+    import json
+    import re
+
+    from conftest import PYTHON
+    from hvdcourse.launch import run_ranks
+
+    run = run_ranks([PYTHON, "-m", "hvdcourse.gradients", "--per-rank-batch", "4"], np=2, launcher="gloo", timeout=240)
+    assert run.ok, run.output[-3000:]
+    reports = [json.loads(m) for m in re.findall(r"\[batchnorm\] (\{.*\})", run.output)]
+    assert sorted(r["rank"] for r in reports) == [0, 1]
+    for r in reports:
+        np.testing.assert_allclose(r["bn_moving_mean"], r["own_mean"], rtol=1e-5)
+        np.testing.assert_allclose(r["bn_moving_var"], r["own_var"], rtol=1e-4)
+        np.testing.assert_allclose(r["sync_moving_mean"], r["global_mean"], rtol=1e-5)
+        np.testing.assert_allclose(r["sync_moving_var"], r["global_var"], rtol=1e-4)
+    assert not np.allclose(reports[0]["own_mean"], reports[1]["own_mean"])

@@ -106,6 +106,43 @@ def test_parameter_server_time_grows_linearly_with_workers():
     assert math.isclose(t[1] / t[0], 2.0) and math.isclose(t[2] / t[1], 2.0)
 
 
+def test_one_parameter_server_takes_2N_alpha_plus_n_beta():
+    assert math.isclose(ring.parameter_server_time(100e6, 8, ALPHA, BETA), 2 * 8 * (ALPHA + 100e6 * BETA))
+
+
+def test_parameter_servers_as_many_as_workers_cost_about_what_the_ring_costs():
+    n, workers = 100e6, 64
+    sharded = ring.parameter_server_time(n, workers, ALPHA, BETA, servers=workers)
+    assert math.isclose(sharded, 2 * workers * ALPHA + 2 * n * BETA)
+    assert 1.0 < sharded / ring.ring_time(n, workers, ALPHA, BETA) < 1.05
+
+
+def test_overlapped_push_and_pull_with_enough_servers_beat_the_ring():
+    n, workers = 100e6, 64
+    overlapped = ring.parameter_server_time(n, workers, 0.0, BETA, servers=workers, overlap=True)
+    assert math.isclose(overlapped, n * BETA)  # the paper's max(M/B, nM/(kB)) at k = n
+    assert overlapped < ring.ring_time(n, workers, 0.0, BETA)
+
+
+def test_more_servers_than_workers_do_not_shrink_a_workers_own_traffic():
+    n = 100e6
+    assert math.isclose(ring.parameter_server_time(n, 4, 0.0, BETA, servers=16), 2 * n * BETA)
+
+
+def test_byteps_time_is_the_ring_without_cpu_machines_and_the_servers_with_as_many():
+    n, workers = 100e6, 16
+    assert math.isclose(ring.byteps_time(n, workers, 0, BETA), ring.ring_time(n, workers, 0.0, BETA))
+    assert math.isclose(ring.byteps_time(n, workers, workers, BETA),
+                        ring.parameter_server_time(n, workers, 0.0, BETA, servers=workers, overlap=True))
+    between = [ring.byteps_time(n, workers, k, BETA) for k in range(workers + 1)]
+    assert all(a > b for a, b in zip(between, between[1:]))
+
+
+def test_byteps_time_refuses_more_cpu_than_gpu_machines():
+    with pytest.raises(ValueError, match="0 <= CPU machines"):
+        ring.byteps_time(1e6, 4, 5, BETA)
+
+
 def test_ring_beats_parameter_server_and_naive_for_large_messages():
     n = 100e6
     for workers in (4, 16, 128):

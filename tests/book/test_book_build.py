@@ -90,3 +90,30 @@ def test_lesson_blocks_add_measured_demo_minutes_rounded_up():
     for block in course_map.lesson_blocks(graded=False):
         seconds = recorded.get(block["lesson"], 0)
         assert block["demo_min"] == math.ceil(seconds / 60)
+
+
+def _notebook(markdown, glued):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(markdown))
+    code = nbformat.v4.new_code_cell("glue(...)")
+    code.outputs = [nbformat.v4.new_output("display_data", data={"application/papermill.record/text/plain": "1"},
+                                           metadata={"scrapbook": {"name": key, "mime_prefix": ""}})
+                    for key in glued]
+    nb.cells.append(code)
+    return nb
+
+
+def test_glue_references_without_a_glued_value_are_reported():
+    from hvdcourse.book_build import unglued_references
+
+    nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times.\n\n```{glue:figure} fig\n```", ["ratio"])
+    assert unglued_references(nb) == ["fig", "ring_ms"]
+
+
+def test_every_glue_reference_glued_reports_nothing():
+    from hvdcourse.book_build import glued_keys, unglued_references
+
+    nb = _notebook("From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"])
+    assert glued_keys(nb) == ["a", "b"] and unglued_references(nb) == []
