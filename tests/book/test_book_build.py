@@ -80,7 +80,7 @@ def test_two_day_plan_holds_every_lesson_once_in_course_order():
 def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesson():
     from hvdcourse import course_map
     placed = {ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items}
-    assert placed["ex06_lr_warmup"] == "05_conversion"  # lesson 04 links it "After {ref}`conversion`"
+    assert placed["ex06_lr_warmup"] == "05_conversion"  # the conversion lesson teaches it and links it
     assert placed["ex01_collectives"] == "04_horovod_design"
 
 
@@ -117,3 +117,24 @@ def test_every_glue_reference_glued_reports_nothing():
 
     nb = _notebook("From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"])
     assert glued_keys(nb) == ["a", "b"] and unglued_references(nb) == []
+
+
+def test_no_lesson_links_an_exercise_whose_lessons_come_later():
+    import re
+    from hvdcourse import course_map
+
+    order = {row["title"]: i for i, row in enumerate(course_map.lessons())}
+    needs = {}
+    for name in os.listdir(course_map.EXERCISE_SOURCES):
+        text = open(os.path.join(course_map.EXERCISE_SOURCES, name)).read()
+        named = re.search(r"^\*Lessons?: (.*?)(?: \(.*?\))?\. Time:", text, re.M | re.S).group(1).split("; ")
+        unknown = [title for title in named if title not in order]
+        assert not unknown, f"{name} names lessons that the book does not have: {unknown}"
+        needs[name[:-3]] = max(order[title] for title in named)
+    linked = set()
+    for row in course_map.lessons():
+        text = open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
+        for exercise in set(re.findall(r"exercises/(ex\d\d_\w+)\.ipynb", text)):
+            linked.add(exercise)
+            assert needs[exercise] <= order[row["title"]], f"{row['lesson']} links {exercise} before its lesson"
+    assert linked == set(needs), f"exercises no lesson links: {sorted(set(needs) - linked)}"
