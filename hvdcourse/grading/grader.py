@@ -216,6 +216,16 @@ def _outcome_line(report: dict) -> str:
     return text if status == "ok" else f"{status.upper()}: {text}"
 
 
+def free_uids(count: int) -> int:
+    """The first of ``count`` sandbox user ids that no process uses now (two graders never share one)."""
+    import random
+
+    while True:
+        base = SANDBOX_UID + 64 * random.randrange(0, 1000)
+        if not any(processes.owned_by(base + i) for i in range(count)):
+            return base
+
+
 def jobs_auto(cores: int | None = None) -> tuple:
     """(notebooks at once, rank checks at once) for ``cores`` cores: every core runs a notebook, and the
     2-rank checks, which use 2 cores each, take turns so that they never share a core."""
@@ -291,8 +301,9 @@ def main(argv=None) -> int:
     tasks = [(s, p) for s, nbs in students for p in nbs]
     root = os.geteuid() == 0 and can_hide() and not args.no_hide  # a user per notebook needs the namespace
     users = queue.Queue()
+    base = free_uids(args.jobs) if root else None
     for slot in range(args.jobs):
-        users.put(SANDBOX_UID + slot if root else None)
+        users.put(base + slot if root else None)
     args.rank_locks = [os.path.join(scratch, f"ranks{i}.lock") for i in range(rank_slots)]
     print(f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time "
           f"({rank_slots} rank check(s) at a time), {args.timeout:g} s each at most; limits: {args.mem_mb} MB, "

@@ -51,6 +51,7 @@ def give(path: str, uid) -> None:
     """Make ``path`` (and what is under it) belong to the sandbox user."""
     if uid is None:
         return
+    os.lchown(path, uid, uid)
     for folder, dirs, files in os.walk(path):
         for name in [folder] + [os.path.join(folder, n) for n in dirs + files]:
             os.lchown(name, uid, uid)
