@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import queue
 import secrets
 import shutil
@@ -39,6 +40,7 @@ GRACE = 60  # seconds the runner gets beyond the notebook's limits to shut the k
 SANDBOX_UID = 61000  # the first sandbox user (one per notebook graded at once), when the grader runs as root
 DEFAULT_LIMITS = {"mem_mb": 6144, "nproc": 512, "cpu": 900}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the package's folder
+ACTIVE, ACTIVE_UIDS = set(), set()  # tokens and sandbox users of the notebooks being graded now
 
 
 def discover(root: str) -> list:
@@ -159,6 +161,7 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
     with open(os.path.join(private, "job.json"), "w") as fh:
         json.dump(job, fh)
     token = secrets.token_hex(12)
+    ACTIVE.add(token)
     env = dict(os.environ, **{TOKEN_ENV: token})
     env.pop("HVDCOURSE_SANDBOX", None)
     cmd = [sys.executable, "-m", "hvdcourse.grading.runner", "--job", os.path.join(private, "job.json")]
@@ -176,6 +179,7 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
     finally:
         processes.kill_user(uid)
         processes.kill_tagged(token)  # the kernel, mpirun and ranks, wherever they were re-parented
+        ACTIVE.discard(token)
         if proc.poll() is None:
             proc.kill()
         proc.wait()
@@ -207,6 +211,15 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
         for folder in (sandbox, job["answers_dir"], job["site"]):
             shutil.rmtree(folder, ignore_errors=True)
     return {"name": name, "report": report}
+
+
+def stop_active(signum=None, frame=None) -> None:
+    """Kill every process of the notebooks being graded now and exit (SIGTERM of a cancelled Slurm task)."""
+    for token in list(ACTIVE):
+        processes.kill_tagged(token)
+    for uid in list(ACTIVE_UIDS):
+        processes.kill_user(uid)
+    os._exit(128 + (signum or 15))
 
 
 def _outcome_line(report: dict) -> str:
@@ -275,9 +288,27 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", default="1", help="notebooks graded at once, or 'auto' (one per core; the "
                         "2-rank checks take turns so they never share a core); default 1")
     add_options(parser)
+    parser.add_argument("--slurm", action="store_true",
+                        help="grade on Slurm: one array task per student (or per notebook), each with these "
+                        "limits; waits for the tasks and writes the same files as a local run")
+    parser.add_argument("--slurm-per", choices=("student", "notebook"), default="student",
+                        help="what one array task grades (default: student)")
+    parser.add_argument("--slurm-wait", type=float, default=None,
+                        help="seconds to wait for the whole array before it is cancelled (default: every "
+                        "notebook's time limit, one after the other)")
+    parser.add_argument("--slurm-dir", default=None,
+                        help="shared folder for the array's tasks, logs and results (default: OUT/slurm); the "
+                        "compute nodes must see it, the submissions and the course at the same paths")
+    parser.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
+                        help="an sbatch option for the array, e.g. --sbatch=--partition=short "
+                        "--sbatch=--cpus-per-task=2 (repeat for several)")
+    parser.add_argument("--record", default=None, metavar="JSON",
+                        help="add this run's timings (machine, load average, seconds per notebook) to a JSON "
+                        "file such as book/data/grading_throughput.json")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions!r} is not a folder; give the folder of the students' notebooks")
+    args.jobs_option, args.load_before = args.jobs, os.getloadavg()
     if args.jobs == "auto":
         args.jobs, rank_slots = jobs_auto()
     else:
@@ -288,13 +319,25 @@ def main(argv=None) -> int:
         rank_slots = args.jobs
     if args.timeout <= 0 or args.jobs < 1:
         parser.error("--timeout must be > 0 and --jobs >= 1")
-    from hvdcourse.exercises.checks import EXERCISES
-
     students = discover(args.submissions)
     if not students:
         print(f"error: no notebooks found in {args.submissions}", file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
+    start = time.monotonic()
+    if args.slurm:
+        from hvdcourse.grading import slurm
+
+        outcomes = slurm.grade(args, students)
+    else:
+        outcomes = grade_local(args, students, rank_slots)
+    if args.record:
+        record_throughput(args, students, outcomes, time.monotonic() - start)
+    return write_results(args.out, students, outcomes, time.monotonic() - start)
+
+
+def grade_local(args, students: list, rank_slots: int) -> list:
+    """[(student, outcome)] for every notebook of ``students``, ``args.jobs`` at a time on this machine."""
     scratch = tempfile.mkdtemp(prefix="hvdg-")
     os.chmod(scratch, 0o711)  # the sandbox users may enter their own folder, not list the others
     deny = deny_list(args.submissions, args.out, scratch)
@@ -304,6 +347,8 @@ def main(argv=None) -> int:
     base = free_uids(args.jobs) if root else None
     for slot in range(args.jobs):
         users.put(base + slot if root else None)
+        if root:
+            ACTIVE_UIDS.add(base + slot)
     args.rank_locks = [os.path.join(scratch, f"ranks{i}.lock") for i in range(rank_slots)]
     print(f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time "
           f"({rank_slots} rank check(s) at a time), {args.timeout:g} s each at most; limits: {args.mem_mb} MB, "
@@ -329,11 +374,48 @@ def main(argv=None) -> int:
 
     try:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = list(pool.map(work, enumerate(tasks)))
+            return list(pool.map(work, enumerate(tasks)))
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
-    return write_results(args.out, students, outcomes, time.monotonic() - start)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
+    except OSError:
+        names = []
+    return names[0] if names else platform.machine()
+
+
+def record_throughput(args, students: list, outcomes: list, seconds: float) -> None:
+    """Add this run's timings to the JSON file ``args.record`` (one entry per mode and --jobs, replaced
+    by a newer run): machine, load average before and after, wall time, seconds per notebook."""
+    import datetime
+
+    per_notebook = {f"{s}/{o['name']}": o["report"].get("seconds", 0) for s, o in outcomes}
+    entry = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+             "machine": {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+                         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+             "load_average_before": [round(x, 2) for x in args.load_before],
+             "load_average_after": [round(x, 2) for x in os.getloadavg()],
+             "mode": "slurm" if args.slurm else "local", "jobs": args.jobs_option, "jobs_used": args.jobs,
+             "students": len(students), "notebooks": len(outcomes), "wall_seconds": round(seconds, 1),
+             "notebook_seconds": per_notebook,
+             "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
+             "points": sum(r.get("score", 0) if "score" in r else 0 for _, o in outcomes
+                           for r in o["report"].get("results", []))}
+    data = {"runs": []}
+    if os.path.isfile(args.record):
+        with open(args.record) as fh:
+            data = json.load(fh)
+    data["runs"] = [r for r in data.get("runs", []) if (r["mode"], r["jobs"]) != (entry["mode"], entry["jobs"])]
+    data["runs"].append(entry)
+    with open(args.record, "w") as fh:
+        json.dump(data, fh, indent=1)
+        fh.write("\n")
+    print(f"recorded the timings in {args.record}", flush=True)
 
 
 def write_results(out: str, students: list, outcomes: list, seconds: float) -> int:
