@@ -404,8 +404,8 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
              "students": len(students), "notebooks": len(outcomes), "wall_seconds": round(seconds, 1),
              "notebook_seconds": per_notebook,
              "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
-             "points": sum(r.get("score", 0) if "score" in r else 0 for _, o in outcomes
-                           for r in o["report"].get("results", []))}
+             "points": sum(r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])),
+             "max_points": sum(r.get("max_score", 0) for _, o in outcomes for r in o["report"].get("results", []))}
     data = {"runs": []}
     if os.path.isfile(args.record):
         with open(args.record) as fh:

@@ -224,7 +224,7 @@ def execute(job: dict, nb, log: str) -> dict:
             report["problem"] = (f"cell {capped[0]} printed more than {job['output_cap'] // 1000} kB; its output "
                                  "was cut there (the other cells ran and were graded)")
         limited = [e for e in report["errors"] if e["ename"] == "MemoryError" or e["ename"] == "BlockingIOError"
-                   or "Resource temporarily unavailable" in e["evalue"]]
+                   or "Resource temporarily unavailable" in e["evalue"] or "can't start new thread" in e["evalue"]]
         if limited and report["status"] == "ok":
             memory = limited[0]["ename"] == "MemoryError"
             report["status"] = "memory-limit" if memory else "process-limit"
