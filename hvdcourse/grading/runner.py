@@ -206,6 +206,9 @@ def execute(job: dict, nb, log: str) -> dict:
                 client.timeout = max(1, int(min(job["cell_timeout"], left)))
                 try:
                     client.execute_cell(cell, index)
+                except DeadKernelError as err:
+                    err.exit_code = _kernel_exit(client)  # read it now: leaving the kernel's context forgets it
+                    raise
                 except OutputCapExceeded:
                     report["status"] = "output-cap"
                     report["problem"] = (f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
@@ -236,8 +239,8 @@ def execute(job: dict, nb, log: str) -> dict:
         report["status"] = "timeout"
         report["problem"] = (f"cell {index + 1} was still running after {client.timeout} s (an endless loop, or "
                              "a rank waiting for another?); the kernel and everything it started were stopped")
-    except DeadKernelError:
-        code = _kernel_exit(client)
+    except DeadKernelError as err:
+        code = getattr(err, "exit_code", None)
         if code == -signal.SIGXCPU:
             report["status"] = "cpu-limit"
             report["problem"] = (f"the kernel used more than {job['limits']['cpu']} s of CPU time in cell "

@@ -70,7 +70,12 @@ def slurm(cmd: list, timeout: float = 60) -> str:
 
 def running(job_id: str) -> int:
     """How many tasks of the array are still pending or running."""
-    out = slurm(["squeue", "-h", "-r", "-j", job_id, "-o", "%i %T"])
+    try:
+        out = slurm(["squeue", "-h", "-r", "-j", job_id, "-o", "%i %T"])
+    except SlurmError as err:
+        if "Invalid job id" in str(err):  # ended long enough ago that the controller forgot it
+            return 0
+        raise
     return sum(1 for line in out.splitlines() if line.strip())
 
 
