@@ -17,7 +17,7 @@ def write_runs(path, serial_wall, auto_wall, notebook_seconds, load=1.0):
 
 
 def test_the_speedup_and_the_learners_per_node_and_hour_come_from_the_two_runs(tmp_path):
-    data = write_runs(tmp_path / "t.json", 600, 400, {"a": 100, "b": 300, "c": 200})
+    data = write_runs(tmp_path / "t.json", 600, 400, {"a": 100, "b": 300, "c": 200})  # auto is the faster
     t = throughput.summary(data)
     assert t["speedup"] == 1.5 and t["students_per_hour_per_node"] == 9
     assert (t["notebook_min_s"], t["notebook_median_s"], t["notebook_max_s"]) == (100, 200, 300)
