@@ -46,7 +46,7 @@ def task_minutes(notebooks: int, timeout: float) -> int:
 def script(tasks_path: str, logs: str, units: list, args) -> str:
     """The array's batch script: the #SBATCH header and one line that runs a task."""
     longest = max(len(nbs) for _, nbs in units)
-    header = [f"#SBATCH --job-name=hvdcourse-grade", f"#SBATCH --array=0-{len(units) - 1}",
+    header = ["#SBATCH --job-name=hvdcourse-grade", f"#SBATCH --array=0-{len(units) - 1}",
               f"#SBATCH --output={logs}/task-%a.log", f"#SBATCH --time={task_minutes(longest, args.timeout)}",
               "#SBATCH --ntasks=1"]
     header += [f"#SBATCH {option}" for option in args.sbatch]
