@@ -15,7 +15,7 @@ import tempfile
 import numpy as np
 
 from hvdcourse.exercises import paths
-from hvdcourse.exercises.common import Stop, call, fmt, require_function
+from hvdcourse.exercises.common import Stop, attempt, call, fmt, require_function
 from hvdcourse.exercises.result import check
 
 TIMELINE_FILE = "timeline_2ranks.json"
@@ -65,7 +65,7 @@ def ex08_timeline(c, time_per_phase):
     path = paths.data_path(TIMELINE_FILE)
     require_function(c, time_per_phase, "time_per_phase")
     want = reference_phase_times(path)
-    got = call(c, time_per_phase, path, name="time_per_phase")
+    got = call(c, time_per_phase, path, name="time_per_phase", key_args=(TIMELINE_FILE,))
     names_ok, totals_ok, detail = _compare_phases(got, want)
     c.judge("phases", names_ok, detail, "phases are the 'name' of the B (begin) events; E events have no "
             "name: each closes the latest open B of the same pid, so keep a stack per pid")
@@ -78,11 +78,11 @@ def ex08_timeline(c, time_per_phase):
     with tempfile.TemporaryDirectory(prefix="hvdcourse-ex08-") as folder:
         cut = truncated_copy(path, folder)
         want_cut = reference_phase_times(cut)
-        try:
-            got_cut = time_per_phase(cut)
-            _, ok, detail = _compare_phases(got_cut, want_cut)
-        except Exception as err:  # the learner's reader failed on the broken file: that is the finding
-            ok, detail = False, f"{type(err).__name__}: {str(err)[:160]}"
+        outcome = attempt(time_per_phase, cut, name="time_per_phase", key_args=("truncated " + TIMELINE_FILE,))
+        if "value" in outcome:
+            _, ok, detail = _compare_phases(outcome["value"], want_cut)
+        else:  # the learner's reader failed on the broken file: that is the finding
+            ok, detail = False, f"{outcome['raised']['type']}: {outcome['raised']['message'][:160]}"
         c.judge("truncated", ok, detail, "json.load fails on a cut file: decode the records one by one "
                 "(json.JSONDecoder().raw_decode) and stop at the first incomplete one; drop events "
                 "that were never closed")

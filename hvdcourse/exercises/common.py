@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import traceback
 
+from hvdcourse.exercises import replay
 from hvdcourse.exercises.result import Stop  # noqa: F401  (the checks raise it through this module)
 
 PLACEHOLDER = 'raise NotImplementedError("Exercise'
@@ -18,13 +19,31 @@ def still_placeholder(fn) -> bool:
         return False
 
 
+def answer_facts(fn, name: str) -> dict:
+    """{'callable', 'type', 'repr', 'placeholder'} of an answer (recorded or replayed, see :mod:`replay`).
+
+    In the judge the placeholder fact comes from the grader's own reading of the notebook's text
+    (the stand-in's static facts), never from the process that ran the learner's code.
+    """
+    def compute():
+        return {"value": {"callable": callable(fn), "type": type(fn).__name__, "repr": f"{fn!r:.60}",
+                          "placeholder": callable(fn) and still_placeholder(fn)}}
+
+    mode = replay.current()
+    facts = dict(compute()["value"] if mode is None else mode.observe("facts", name, (), compute)["value"])
+    if isinstance(fn, replay.StandIn):
+        facts["placeholder"] = bool(fn.facts.get("placeholder"))
+    return facts
+
+
 def require_function(checker, fn, name: str) -> None:
     """Stop the check with a clear message unless ``fn`` is a finished function."""
-    if not callable(fn):
-        checker.stop(f"expected your function {name}, got {type(fn).__name__} {fn!r:.60}",
+    facts = answer_facts(fn, name)
+    if not facts.get("callable"):
+        checker.stop(f"expected your function {name}, got {facts.get('type')} {facts.get('repr')}",
                      f"pass the function itself, without calling it: check({name})")
         raise Stop
-    if still_placeholder(fn):
+    if facts.get("placeholder"):
         checker.stop(f"{name} still raises NotImplementedError.", NOT_DONE_HINT, status="not-done")
         raise Stop
 
@@ -40,18 +59,34 @@ def where(err: BaseException) -> str:
     return found
 
 
-def call(checker, fn, *args, name: str = "your function"):
+def attempt(fn, *args, name: str = "your function", key_args=None) -> dict:
+    """``{'value': fn(*args)}`` or ``{'raised': {'type', 'message', 'where'}}``; recorded or replayed
+    when the grader runs the check in two halves (see :mod:`hvdcourse.exercises.replay`); ``key_args``
+    names the call in the record when its arguments differ between processes (a temporary path)."""
+    def compute():
+        try:
+            return {"value": fn(*args)}
+        except Exception as err:  # a learner's bug is an answer to explain, not a crash of the check
+            return {"raised": {"type": type(err).__name__, "message": str(err)[:500], "where": where(err)}}
+
+    mode = replay.current()
+    return compute() if mode is None else mode.observe("call", name, args if key_args is None else key_args,
+                                                       compute)
+
+
+def call(checker, fn, *args, name: str = "your function", key_args=None):
     """``fn(*args)``; on an exception stop the check with what was raised and where."""
-    try:
-        return fn(*args)
-    except NotImplementedError:
+    outcome = attempt(fn, *args, name=name, key_args=key_args)
+    if "value" in outcome:
+        return outcome["value"]
+    raised = outcome["raised"]
+    if raised["type"] == "NotImplementedError":
         checker.stop(f"{name} still raises NotImplementedError.", NOT_DONE_HINT, status="not-done")
-        raise Stop from None
-    except Exception as err:  # a learner's bug is an answer to explain, not a crash of the check
-        place = where(err)
-        checker.stop(f"{name} raised {type(err).__name__}: {err}" + (f" ({place})" if place else ""),
-                     "run it yourself on the example in the exercise and read the full error")
-        raise Stop from None
+        raise Stop
+    place = raised["where"]
+    checker.stop(f"{name} raised {raised['type']}: {raised['message']}" + (f" ({place})" if place else ""),
+                 "run it yourself on the example in the exercise and read the full error")
+    raise Stop
 
 
 def fmt(values, limit: int = 8) -> str:

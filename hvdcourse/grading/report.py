@@ -20,6 +20,9 @@ PROBLEM_TEXT = {
     "output-cap": "printed too much output",
     "grading-failed": "broke the grading cell",
     "violation": "tried to read the solutions",
+    "memory-limit": "hit the memory limit",
+    "process-limit": "hit the limit on processes",
+    "cpu-limit": "hit the CPU time limit",
     "not-run": "could not be run",
     "grader-error": "could not be graded (grader error)",
 }
@@ -64,6 +67,15 @@ def notebook_problems(nb: dict) -> list:
             continue  # the problem line above says it
         what = "tried to read" if v["kind"] == "read-solutions" else "tried to write"
         lines.append(f"{nb['name']}: {what} {v['path']} (denied by the grader)")
+    for note in report.get("notes", []):
+        lines.append(f"{nb['name']}: {note}")
+    if report.get("answer_problem"):
+        lines.append(f"{nb['name']}: {report['answer_problem']}")
+    left = sorted({cell for cell, _, _ in report.get("left_out", [])})
+    if left:
+        kinds = sorted({what for _, _, what in report.get("left_out", [])})
+        lines.append(f"{nb['name']}: your answers were judged from your definitions only; the top-level code of "
+                     f"cell(s) {', '.join(map(str, left))} ({'; '.join(kinds)[:160]}) does not run then")
     for err in report.get("errors", []):
         if err["ename"] == "NotImplementedError" and err["evalue"].startswith("Exercise"):
             lines.append(f"{nb['name']}: cell {err['cell']} still has the placeholder ({err['evalue']})")

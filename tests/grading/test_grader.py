@@ -104,6 +104,9 @@ def test_sys_exit_in_a_cell_does_not_stop_the_notebook(graded):
 def test_a_crashing_kernel_gets_its_own_result(graded):
     report = graded["reports"][("carol", "ex04_ring_allreduce")]
     assert report["status"] == "kernel-died" and "the Python kernel died in cell" in report["problem"]
+    # Her answer cell is the solution: the answers are judged from the notebook's definitions in a run of
+    # their own, so a crash elsewhere in the notebook no longer costs the points of a correct answer.
+    assert float(graded["rows"]["carol"]["ex04"]) == 5
 
 
 def test_malformed_json_is_reported_as_unreadable(graded):

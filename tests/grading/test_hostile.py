@@ -1,0 +1,73 @@
+"""Hostile submissions (tests/grading/hostile_samples.py): every attack on the grader scores 0 with
+untouched answers, cannot make a wrong answer look right, and gets a row saying what happened."""
+import csv
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grading_samples  # noqa: E402
+import hostile_samples as hostile  # noqa: E402
+
+
+def _course_digest():
+    files = sorted(glob.glob(os.path.join(ROOT, "hvdcourse", "**", "*.py"), recursive=True))
+    return hashlib.sha256(b"".join(open(f, "rb").read() for f in files)).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    for path in glob.glob(hostile.CANARY + "*"):
+        os.remove(path)
+    before = _course_digest()
+    folder = str(tmp_path_factory.mktemp("hostile"))
+    students = hostile.build(os.path.join(folder, "class"), grading_samples.BOB_EX01)
+    out = os.path.join(folder, "out")
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", os.path.join(folder, "class"), "--out",
+                          out, "--jobs", "2", "--timeout", "120", "--cell-timeout", "30", "--mem-mb", "4096",
+                          "--nproc", "256"], capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(os.path.join(out, "scores.csv")) as fh:
+        rows = {row["student"]: row for row in csv.DictReader(fh)}
+    return {"students": students, "rows": rows, "out": out, "changed": _course_digest() != before,
+            "reports": {s["student"]: s["notebooks"][0] for s in json.load(open(os.path.join(out, "results.json")))}}
+
+
+def test_the_suite_has_at_least_ten_kinds_of_attack():
+    assert len(hostile.ATTACKS) >= 10
+
+
+@pytest.mark.parametrize("attack", sorted(hostile.ATTACKS))
+def test_an_attack_with_untouched_answers_scores_zero(graded, attack):
+    assert float(graded["rows"][attack]["ex01"]) == 0, graded["reports"][attack]
+    feedback = open(os.path.join(graded["out"], "feedback", f"{attack}.md")).read()
+    assert "still raises NotImplementedError" in feedback
+    assert "## What happened while running your notebooks" in feedback
+
+
+@pytest.mark.parametrize("attack", hostile.WRONG_LOOKS_RIGHT)
+def test_an_attack_does_not_make_a_wrong_answer_look_right(graded, attack):
+    assert float(graded["rows"][f"{attack}_wrong"]["ex01"]) == 3  # bob's summed allreduce, as without the attack
+
+
+def test_the_course_files_are_unchanged_and_no_definition_ran_code_in_the_answer_run(graded):
+    assert not graded["changed"]
+    marks = [line for path in glob.glob(hostile.CANARY + "*") for line in open(path).read().split()]
+    assert all(m.startswith("s") for m in marks)  # only the notebook run may run them (its audit hook denies)
+
+
+def test_the_attack_cells_are_named_in_the_feedback(graded):
+    feedback = open(os.path.join(graded["out"], "feedback", "patch_check_classes.md")).read()
+    assert "the top-level code of cell(s) 1" in feedback
+
+
+def test_limits_give_their_own_row(graded):
+    report = graded["reports"]["fork_bomb_and_memory"]
+    assert report["status"] in ("memory-limit", "process-limit"), report
