@@ -101,7 +101,8 @@ def lesson_blocks(graded: bool = True, drop=()) -> list:
     return blocks
 
 
-def _clock(minutes: int) -> str:
+def clock(minutes: int) -> str:
+    """"HH:MM" for ``minutes`` after midnight (the plans' start and end times)."""
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
@@ -116,17 +117,17 @@ def day_plan(days: int, graded: bool = True, drop=()):
         if now + block["total_min"] + sum(p[2] for p in pauses) > DAY["end"]:
             day, now, pauses = day + 1, DAY["start"], list(DAY["pauses"])
             if day > days:
-                raise ValueError(f"the lessons do not fit in {days} day(s) of {_clock(DAY['start'])}-"
-                                 f"{_clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises")
+                raise ValueError(f"the lessons do not fit in {days} day(s) of {clock(DAY['start'])}-"
+                                 f"{clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises")
         # a pause comes before a lesson that would run well past its time (or when its time has come)
         if pauses and (now >= pauses[0][0] or (now >= pauses[0][0] - 45
                                                 and now + block["total_min"] > pauses[0][0] + 20)):
             _, what, length = pauses.pop(0)
-            rows.append({"day": day, "starts": _clock(now), "lesson": f"({what})", "ends": _clock(now + length)})
+            rows.append({"day": day, "starts": clock(now), "lesson": f"({what})", "ends": clock(now + length)})
             now += length
-        rows.append({"day": day, "starts": _clock(now), "lesson": block["title"], "teaching": block["teaching_min"],
+        rows.append({"day": day, "starts": clock(now), "lesson": block["title"], "teaching": block["teaching_min"],
                      "exercises": block["exercises_min"], "demo runs": block["demo_min"],
-                     "graded exercises": block["graded_min"], "ends": _clock(now + block["total_min"])})
+                     "graded exercises": block["graded_min"], "ends": clock(now + block["total_min"])})
         now += block["total_min"]
     return pd.DataFrame(rows)
 

