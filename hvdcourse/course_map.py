@@ -102,7 +102,7 @@ def lesson_blocks(graded: bool = True, drop=()) -> list:
 
 
 def clock(minutes: int) -> str:
-    """"HH:MM" for ``minutes`` after midnight (the plans' start and end times)."""
+    """The clock time HH:MM of ``minutes`` after midnight (the plans' start and end times)."""
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
