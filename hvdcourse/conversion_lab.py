@@ -101,8 +101,22 @@ def memory_study(rank: int, size: int, workdir: str, barrier) -> list:
 
 # ------------------------------------------------------------------------------ learning rate
 
+def training_images(dataset, limit: int | None = None):
+    """The first ``limit`` training images and labels as model inputs (all of them if ``limit`` is None).
+
+    The offline MNIST is stored shuffled and stratified, so its first images hold every digit about
+    equally; the lesson trains its many runs on part of it to keep the page's execution short.
+    """
+    from hvdcourse import data
+
+    if limit is not None and not 0 < limit <= len(dataset.x_train):
+        raise ValueError(f"--train-images must be between 1 and {len(dataset.x_train)}, not {limit}")
+    end = len(dataset.x_train) if limit is None else limit
+    return data.to_model_inputs(dataset.x_train[:end], dataset.y_train[:end])
+
+
 def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: float, warmup_epochs: float,
-             max_steps: int | None = None) -> list:
+             max_steps: int | None = None, train_images: int | None = None) -> list:
     """Train once per (config, seed); return one record per epoch (rank 0's view, full-test metrics).
 
     Each record holds the validation accuracy of every rank on its own shard (before
@@ -114,11 +128,11 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
     from hvdcourse import data, model as course_model, training
 
     dataset = data.load_mnist(quiet=True)
-    x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
+    x_train, y_train = training_images(dataset, train_images)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
+    steps = training.steps_per_epoch(len(x_train), batch_size, hvd.size(), max_steps)
     x_train, y_train = data.shard(x_train, hvd.rank(), hvd.size()), data.shard(y_train, hvd.rank(), hvd.size())
     x_test, y_test = data.shard(x_test, hvd.rank(), hvd.size()), data.shard(y_test, hvd.rank(), hvd.size())
-    steps = training.steps_per_epoch(len(dataset.x_train), batch_size, hvd.size(), max_steps)
     records = []
 
     class Probe(tf.keras.callbacks.Callback):
@@ -183,7 +197,8 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
     return records
 
 
-def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: int = 1) -> dict:
+def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: int = 1,
+                 train_images: int | None = None) -> dict:
     """One epoch of ``model.fit`` on every rank, showing what each view of the metrics holds.
 
     Returns (on every rank) the epoch-end logs of every rank before ``MetricAverageCallback``
@@ -200,10 +215,10 @@ def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: i
     from hvdcourse import data, model as course_model, training
 
     dataset = data.load_mnist(quiet=True)
-    x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
+    x_train, y_train = training_images(dataset, train_images)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
     shard = lambda a: data.shard(a, hvd.rank(), hvd.size())
-    steps = training.steps_per_epoch(len(dataset.x_train), batch_size, hvd.size(), max_steps)
+    steps = training.steps_per_epoch(len(x_train), batch_size, hvd.size(), max_steps)
     tf.keras.utils.set_random_seed(seed)
     model = course_model.build_model()
     model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(1e-3 * hvd.size())),
@@ -252,12 +267,16 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=1e-3, help="single-worker learning rate")
     parser.add_argument("--warmup-epochs", type=float, default=1.0)
     parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--train-images", type=int, default=None,
+                        help="train on the first N training images (default: all)")
     parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the memory study")
     parser.add_argument("--metric-views", action="store_true",
                         help="also record one epoch's metrics as each rank, MetricAverageCallback and Keras' line see them")
     parser.add_argument("--batch-norm-batches", type=int, nargs="*", default=[],
                         help="also record batch-normalisation statistics for these per-rank batch sizes")
     args = parser.parse_args(argv)
+    if args.train_images is not None and args.train_images < 1:
+        parser.error(f"--train-images must be at least 1, not {args.train_images}")
 
     import tensorflow as tf
     import horovod.tensorflow as hvd_tf
@@ -273,7 +292,8 @@ def main(argv=None) -> int:
         memory = memory_study(hvd.rank(), hvd.size(), workdir, barrier=lambda: hvd.allreduce(tf.constant(0)))
         result["memory"] = sum(hvd_tf.allgather_object(memory), [])
     if args.metric_views:
-        result["metric_views"] = metric_views(hvd, tf, args.batch_size, args.max_steps)
+        result["metric_views"] = metric_views(hvd, tf, args.batch_size, args.max_steps,
+                                              train_images=args.train_images)
     if args.batch_norm_batches:
         from hvdcourse import data, gradients
 
@@ -282,7 +302,7 @@ def main(argv=None) -> int:
             [gradients.batch_norm_views(gradients.quadrant_features(images[:b])) for b in args.batch_norm_batches]), [])
     start = time.perf_counter()
     result["epochs"] = lr_study(hvd, tf, args.configs, args.seeds, args.epochs, args.batch_size, args.lr,
-                                args.warmup_epochs, args.max_steps)
+                                args.warmup_epochs, args.max_steps, args.train_images)
     result["seconds"] = time.perf_counter() - start
     if hvd.rank() == 0:
         with open(args.out, "w") as fh:

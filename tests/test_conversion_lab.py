@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from hvdcourse import conversion_lab
 from hvdcourse.conversion_lab import block, held_bytes, memory_study
 
 
@@ -72,3 +73,23 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
     shown = printed_metrics(views["printed"])
     assert all(shown[k] == pytest.approx(averaged[k], abs=6e-5) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
     assert views["last_batch"]["loss"] == pytest.approx(own[0]["loss"])
+
+
+def test_the_lab_trains_on_the_first_n_training_images_or_all_of_them():
+    import types
+
+    import numpy as np
+
+    images = np.arange(10 * 28 * 28, dtype=np.uint8).reshape(10, 28, 28)
+    dataset = types.SimpleNamespace(x_train=images, y_train=np.arange(10))
+    x, y = conversion_lab.training_images(dataset, 4)
+    assert len(x) == 4 and list(y) == [0, 1, 2, 3]
+    assert len(conversion_lab.training_images(dataset)[0]) == 10
+    with pytest.raises(ValueError, match="between 1 and 10"):
+        conversion_lab.training_images(dataset, 11)
+
+
+def test_a_train_images_count_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        conversion_lab.main(["--out", "x.json", "--train-images", "0"])
+    assert stop.value.code == 2 and "--train-images must be at least 1" in capsys.readouterr().err
