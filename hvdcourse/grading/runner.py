@@ -67,6 +67,10 @@ def sandbox_env(job: dict, workdir: str, log: str) -> dict:
     tmp = os.path.join(workdir, "tmp")
     for folder in (home, tmp):
         os.makedirs(folder, exist_ok=True)
+    keras = os.path.join(job["site"], "data", "keras-mnist.npz")
+    if os.path.isfile(keras):  # the full MNIST where Keras (and hvdcourse.data) look for it
+        os.makedirs(os.path.join(home, ".keras", "datasets"), exist_ok=True)
+        shutil.copyfile(keras, os.path.join(home, ".keras", "datasets", "mnist.npz"))
     policy = {"workdir": workdir, "deny": job["deny"], "log": log}
     base = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TF_CPP_MIN_LOG_LEVEL") if k in os.environ}
     return launch_env({
@@ -75,7 +79,7 @@ def sandbox_env(job: dict, workdir: str, log: str) -> dict:
         "XDG_CONFIG_HOME": os.path.join(home, ".config"), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": os.pathsep.join([job["site"], job["root"]]), "HVDCOURSE_GRADING": "1",
         ENV: json.dumps(policy), "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        TOKEN_ENV: os.environ.get(TOKEN_ENV, ""),
+        TOKEN_ENV: os.environ.get(TOKEN_ENV, ""), "HVDCOURSE_CACHE": os.path.join(job["site"], "data"),
     }, base=base)
 
 
@@ -99,6 +103,19 @@ def prepare_site(job: dict) -> str:
     for folder, dirs, files in os.walk(site):
         os.chmod(folder, 0o755)
     return log
+
+
+def share_data(folder: str) -> None:
+    """Copy the grader's MNIST into the sandbox's read-only site: the sandbox user has its own HOME
+    and cache and may not enter the grader's (under /root), so without this a correct training answer
+    would fail with 'no MNIST here'."""
+    from hvdcourse import data
+
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    for source, name in ((data.NPM_CACHE, os.path.basename(data.NPM_CACHE)), (data.KERAS_CACHE, "keras-mnist.npz")):
+        if os.path.isfile(source):
+            shutil.copyfile(source, os.path.join(folder, name))
+            os.chmod(os.path.join(folder, name), 0o644)
 
 
 def kernel_env(job: dict, sandbox: str, log: str) -> dict:
@@ -393,7 +410,15 @@ def convert(path: str, dest: str) -> list:
     return notes
 
 
+def skip_slow_schema_formats() -> None:
+    """Keep jsonschema from importing ``rfc3987_syntax`` (present with JupyterLab), which builds a
+    grammar at import time (1.3 s of every notebook graded) only to check "iri" formats that the
+    notebook schema does not use; jsonschema skips that check when the import fails."""
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+
 def main(argv=None) -> int:
+    skip_slow_schema_formats()
     import nbformat
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -406,6 +431,7 @@ def main(argv=None) -> int:
     hidden = []
     try:
         notes = convert(job["notebook"], submission)  # before the submissions are hidden
+        share_data(os.path.join(job["site"], "data"))  # before /root may be covered (make_reachable)
         hidden = hide(job["deny"]) if job.get("hide") else []
         if job.get("uid") is not None:
             make_reachable([sys.executable, sys.prefix, job["root"]], os.path.join(job["private"], "reach"))

@@ -174,3 +174,19 @@ def test_a_missing_submissions_folder_is_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         grader.main([str(tmp_path / "nope"), "--out", str(tmp_path / "out")])
     assert stop.value.code == 2 and "is not a folder" in capsys.readouterr().err
+
+
+def test_a_training_answer_reads_the_courses_mnist_inside_the_sandbox(tmp_path):
+    """The sandbox user has its own HOME and may not enter the grader's cache: the grader hands it the
+    course's MNIST, so the honest answer of the conversion exercise gets full marks."""
+    student = tmp_path / "class" / "frank"
+    student.mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "solutions", "ex05_conversion.ipynb"), student)
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", str(tmp_path / "class"), "--out", str(out),
+                          "--jobs", "1", "--timeout", "300"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(out / "results.json") as fh:
+        report = json.load(fh)[0]["notebooks"][0]
+    assert report["errors"] == [] and report["results"][0]["score"] == report["results"][0]["max_score"] == 6, \
+        json.dumps(report)[:3000]
