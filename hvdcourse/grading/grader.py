@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not os.path.isdir(args.submissions):
         parser.error(f"{args.submissions!r} is not a folder; give the folder of the students' notebooks")
-    args.jobs_option, args.load_before = args.jobs, os.getloadavg()
+    args.jobs_option, args.load_before, args.cpu_before = args.jobs, os.getloadavg(), cpu_seconds()
     if args.jobs == "auto":
         args.jobs, rank_slots = jobs_auto()
     else:
@@ -389,6 +389,14 @@ def cpu_model() -> str:
     return names[0] if names else platform.machine()
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this grader and of every process it started that has ended."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def record_throughput(args, students: list, outcomes: list, seconds: float) -> None:
     """Add this run's timings to the JSON file ``args.record`` (one entry per mode and --jobs, replaced
     by a newer run): machine, load average before and after, wall time, seconds per notebook."""
@@ -402,7 +410,7 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
              "load_average_after": [round(x, 2) for x in os.getloadavg()],
              "mode": "slurm" if args.slurm else "local", "jobs": args.jobs_option, "jobs_used": args.jobs,
              "students": len(students), "notebooks": len(outcomes), "wall_seconds": round(seconds, 1),
-             "notebook_seconds": per_notebook,
+             "cpu_seconds": round(cpu_seconds() - args.cpu_before, 1), "notebook_seconds": per_notebook,
              "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
              "points": sum(r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])),
              "max_points": sum(r.get("max_score", 0) for _, o in outcomes for r in o["report"].get("results", []))}

@@ -20,6 +20,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "book", "data", "grading_throughput.json")
+CLASS = 30  # learners: the class size the instructor guide plans for
 
 
 def runs(path: str = DATA) -> dict:
@@ -49,6 +50,10 @@ def summary(path: str = DATA) -> dict:
         "students_per_hour_per_node": 3600 / min(serial["wall_seconds"], auto["wall_seconds"]),
         # one task per notebook, with a free core for each: a student takes as long as the slowest notebook
         "per_notebook_floor_s": times[-1],
+        # the processes' CPU time: on these cores no schedule grades a learner in less than cpu / cores
+        "cpu_per_student_s": serial["cpu_seconds"] / serial["students"],
+        "class_floor_min": CLASS * serial["cpu_seconds"] / serial["students"] / cores / 60,
+        "class_auto_min": CLASS * auto["wall_seconds"] / auto["students"] / 60,
         "full_marks": all(r.get("statuses") == ["ok"] and r.get("points") == r.get("max_points", -1) > 0
                           for r in (serial, auto)),
     }

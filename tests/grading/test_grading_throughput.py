@@ -11,7 +11,7 @@ def write_runs(path, serial_wall, auto_wall, notebook_seconds, load=1.0):
         return {"date": "2026-11-23T17:00:00", "machine": {"cpu": "test cpu", "cores": 2, "memory_gb": 8},
                 "load_average_before": [load, load, load], "load_average_after": [load, load, load],
                 "mode": "local", "jobs": jobs, "jobs_used": used, "students": 1, "notebooks": len(notebook_seconds),
-                "wall_seconds": wall, "notebook_seconds": notebook_seconds, "statuses": ["ok"], "points": 48, "max_points": 48}
+                "wall_seconds": wall, "cpu_seconds": 2 * wall, "notebook_seconds": notebook_seconds, "statuses": ["ok"], "points": 48, "max_points": 48}
     path.write_text(json.dumps({"runs": [run("1", 1, serial_wall), run("auto", 2, auto_wall)]}))
     return str(path)
 
@@ -22,6 +22,13 @@ def test_the_speedup_and_the_learners_per_node_and_hour_come_from_the_two_runs(t
     assert t["speedup"] == 1.5 and t["students_per_hour_per_node"] == 9
     assert (t["notebook_min_s"], t["notebook_median_s"], t["notebook_max_s"]) == (100, 200, 300)
     assert t["per_notebook_floor_s"] == 300 and t["full_marks"]
+
+
+def test_the_cpu_time_bounds_how_fast_any_schedule_can_grade_a_class(tmp_path):
+    data = write_runs(tmp_path / "t.json", 600, 400, {"a": 100})  # 1200 CPU s for one learner, 2 cores
+    t = throughput.summary(data)
+    assert t["cpu_per_student_s"] == 1200 and t["class_floor_min"] == 30 * 1200 / 2 / 60
+    assert t["class_auto_min"] == 30 * 400 / 60
 
 
 def test_nodes_needed_grow_with_the_class(tmp_path):
