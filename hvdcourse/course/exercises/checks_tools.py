@@ -241,7 +241,7 @@ def ex10_slurm(c, job_script):
             problems["launch"].append(f"{label} starts the ranks with mpirun/horovodrun: srun starts one per task")
         elif not launch or "--mpi=pmix" not in launch[0]:
             problems["launch"].append(f"{label}: no 'srun --mpi=pmix' line")
-        elif not re.search(rf"python3? -m hvdcourse\.train_hvd\b.*--epochs[ =]{epochs}\b", launch[0]):
+        elif not re.search(rf"python3? -m hvdcourse\.examples\.train_hvd\b.*--epochs[ =]{epochs}\b", launch[0]):
             problems["launch"].append(f"{label}: the srun line does not run 'python -m hvdcourse.examples.train_hvd "
                                       f"--epochs {epochs}'")
     hints = {"header": "sbatch reads #SBATCH lines only until the first command: put them all at the top",
