@@ -24,19 +24,19 @@ env:
 	@bash tools/setup_env.sh
 
 book: env
-	$(PY) -m hvdcourse.book_build
+	$(PY) -m hvdcourse.course.book.book_build
 
 test: env
 	$(PY) -m pytest tests
 
 check: env
-	$(PY) -m hvdcourse.envcheck --ranks 2
+	$(PY) -m hvdcourse.course.envcheck --ranks 2
 
 bench: env
-	$(PY) -m hvdcourse.bench.suite --out book/data/bench
+	$(PY) -m hvdcourse.course.bench.suite --out book/data/bench
 
 exercises: env
-	$(PY) -m hvdcourse.exercises.generate
+	$(PY) -m hvdcourse.course.exercises.generate
 
 cluster-start: env
 	@bash tools/local_cluster_start.sh

@@ -2,7 +2,7 @@
 # Print a Horovod/OpenMPI hostfile ("host slots=N", seed 000's HOSTLIST format) for the current
 # allocation (lesson: Multi-node training with Slurm). Inside salloc or a job script:
 #   slurm/hostfile.sh > HOSTLIST
-#   horovodrun -np "$SLURM_NTASKS" -hostfile HOSTLIST python -m hvdcourse.train_hvd
+#   horovodrun -np "$SLURM_NTASKS" -hostfile HOSTLIST python -m hvdcourse.examples.train_hvd
 # SLURM_TASKS_PER_NODE reads e.g. "4(x2),2": 4 tasks on each of the first two nodes, 2 on the third.
 set -euo pipefail
 : "${SLURM_JOB_NODELIST:?run me inside an allocation (salloc, sbatch)}"

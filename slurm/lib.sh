@@ -6,7 +6,7 @@
 HVDCOURSE_ROOT="${HVDCOURSE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 export HVDCOURSE_ROOT
 
-HVD_PYTHON="${HVD_PYTHON:-python3}"  # runs hvdcourse.binding (standard library only)
+HVD_PYTHON="${HVD_PYTHON:-python3}"  # runs hvdcourse.runtime.binding (standard library only)
 
 hvd_die() { echo "[hvdcourse] ERROR: $*" >&2; exit 2; }
 
@@ -68,7 +68,7 @@ step_options() {
   local mask threads="${SITE_THREADS:-${SLURM_CPUS_PER_TASK:-}}"
   SRUN_OPTS=(--mpi="${SITE_SRUN_MPI:-pmix}" --kill-on-bad-exit=1)
   if [ -n "${SITE_GPU_NUMA:-}" ]; then
-    mask="$("$HVD_PYTHON" -m hvdcourse.binding --site "$SITE_FILE" --format mask_cpu)" \
+    mask="$("$HVD_PYTHON" -m hvdcourse.runtime.binding --site "$SITE_FILE" --format mask_cpu)" \
       || hvd_die "cannot compute the CPU masks of $SITE_FILE (see above)"
     SRUN_OPTS+=(--cpu-bind="$mask")
   elif [ -n "${SITE_CPU_BIND:-}" ]; then
@@ -124,7 +124,7 @@ print_binding() {
   ntasks="$(tasks_per_node)"
   echo "[binding] $ntasks rank(s) per node; per local rank:"
   if [ -n "${SITE_GPU_NUMA:-}" ]; then
-    "$HVD_PYTHON" -m hvdcourse.binding --site "$SITE_FILE" | head -n "$ntasks" | sed 's/^/[binding] /'
+    "$HVD_PYTHON" -m hvdcourse.runtime.binding --site "$SITE_FILE" | head -n "$ntasks" | sed 's/^/[binding] /'
     return
   fi
   for ((rank = 0; rank < ntasks; rank++)); do

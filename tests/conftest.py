@@ -31,7 +31,7 @@ os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    from hvdcourse.faults import kill_processes, leftover_processes
+    from hvdcourse.course.faults import kill_processes, leftover_processes
 
     wait = float(os.environ.get("HVDCOURSE_LEFTOVER_WAIT", "15"))  # seconds for stragglers to exit
     left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait)
@@ -58,10 +58,10 @@ def built_book():
     A build newer than every source (``make book`` just before ``make test``) is reused; otherwise
     (a fresh clone, a changed lesson or package module) every lesson is executed again.
     """
-    from hvdcourse.book_build import BUILD_LOG, build_is_current
+    from hvdcourse.course.book.book_build import BUILD_LOG, build_is_current
 
     if not build_is_current():
-        proc = subprocess.run([sys.executable, "-m", "hvdcourse.book_build"], cwd=ROOT, capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "hvdcourse.course.book.book_build"], cwd=ROOT, capture_output=True,
                               text=True, timeout=2400)
         assert proc.returncode == 0, "book build failed:\n" + (proc.stdout + proc.stderr)[-6000:]
     return {"html": BUILD, "log": open(BUILD_LOG).read()}

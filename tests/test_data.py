@@ -1,4 +1,4 @@
-"""hvdcourse.data: where MNIST comes from, and what happens with bad files."""
+"""hvdcourse.examples.data: where MNIST comes from, and what happens with bad files."""
 import hashlib
 import json
 import os
@@ -7,7 +7,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from hvdcourse import data
+from hvdcourse.examples import data
 
 
 @pytest.fixture

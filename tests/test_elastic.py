@@ -13,8 +13,8 @@ what the committed progress plus the remaining steps add up to.
 """
 import pytest
 
-from hvdcourse.discover_hosts import HostsFileError, main as discover_main, parse_hosts
-from hvdcourse.train_elastic import run_on_this_machine
+from hvdcourse.runtime.discover_hosts import HostsFileError, main as discover_main, parse_hosts
+from hvdcourse.examples.train_elastic import run_on_this_machine
 
 EPOCHS = 8
 # --max-steps: the mechanism, not the data set, is under test; 45 steps per epoch keep the run short

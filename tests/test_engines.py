@@ -1,4 +1,4 @@
-"""hvdcourse.engines: MPI engines start, run %%px cells, and never outlive their notebook."""
+"""hvdcourse.runtime.engines: MPI engines start, run %%px cells, and never outlive their notebook."""
 import os
 import signal
 import subprocess
@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse import engines as engines_mod
-from hvdcourse.engines import EngineStartError, MPIEngines
+from hvdcourse.runtime import engines as engines_mod
+from hvdcourse.runtime.engines import EngineStartError, MPIEngines
 
 
 def alive(pids):
@@ -93,7 +93,7 @@ def test_a_start_timeout_says_what_to_do_and_leaves_nothing():
 
 OWNER = textwrap.dedent("""
     import os, signal, sys
-    from hvdcourse.engines import start_engines
+    from hvdcourse.runtime.engines import start_engines
     engines = start_engines(n=2, activate=False)
     print("PIDS", *engines.pids(), flush=True)
     if sys.argv[1] == "kill":

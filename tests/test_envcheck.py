@@ -5,7 +5,7 @@ from conftest import PYTHON
 
 
 def test_check_passes_on_two_ranks_with_gloo_and_mpi():
-    proc = subprocess.run([PYTHON, "-m", "hvdcourse.envcheck", "--ranks", "2"], capture_output=True,
+    proc = subprocess.run([PYTHON, "-m", "hvdcourse.course.envcheck", "--ranks", "2"], capture_output=True,
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -26,7 +26,7 @@ def test_horovodrun_check_build_lists_tensorflow_mpi_and_gloo():
 
 
 def test_a_host_name_that_does_not_resolve_is_reported_before_gloo_crashes():
-    from hvdcourse.envcheck import hostname_problems
+    from hvdcourse.course.envcheck import hostname_problems
 
     assert hostname_problems("localhost") == []
     problems = hostname_problems("no-such-host.invalid")

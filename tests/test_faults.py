@@ -1,6 +1,6 @@
 """A rank that crashes, is killed or hangs ends the whole run, quickly, with the rank named.
 
-Each run injects one fault with :mod:`hvdcourse.faults` into a 2-rank ``train_hvd`` run and asserts
+Each run injects one fault with :mod:`hvdcourse.course.faults` into a 2-rank ``train_hvd`` run and asserts
 the outcome (non-zero exit, a summary line naming rank 1) and the time bounds: from the fault to
 the end of the run, and the whole run.
 """
@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse import faults
-from hvdcourse.launch import failure_summary
+from hvdcourse.course import faults
+from hvdcourse.runtime.launch import failure_summary
 
 QUICK = ["--epochs", "2", "--max-steps", "5", "--batch-size", "32", "--no-resume"]
 RUN_BOUND = 120  # seconds for a whole failed run, start-up included (about 20-35 s on an idle machine)
@@ -53,7 +53,7 @@ def test_hung_rank_is_ended_by_the_stall_check(tmp_path):
 
 
 def test_course_sets_fault_timeouts_explicitly():
-    from hvdcourse.mpienv import launch_env
+    from hvdcourse.runtime.mpienv import launch_env
 
     env = launch_env(base={})
     assert env["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "20"
@@ -124,7 +124,7 @@ def test_leftover_scan_finds_an_orphaned_process_by_its_marker():
 
 
 def test_fault_runner_rejects_a_module_without_main(tmp_path):
-    proc = subprocess.run([PYTHON, "-m", "hvdcourse.faults", "hvdcourse.mpienv"], capture_output=True,
+    proc = subprocess.run([PYTHON, "-m", "hvdcourse.course.faults", "hvdcourse.runtime.mpienv"], capture_output=True,
                           text=True, timeout=60, cwd=str(tmp_path))
     assert proc.returncode == 2
     assert "has no main(argv, callbacks) function" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 
 from conftest import PYTHON, ROOT
-from hvdcourse.launch import run_ranks
+from hvdcourse.runtime.launch import run_ranks
 
 RUN_BOUND = 120  # seconds for a 2-rank run that stops at start-up (about 20 s on an idle machine)
 QUICK = ["--epochs", "1", "--max-steps", "2"]
@@ -29,20 +29,20 @@ def assert_clean_error(code, output, *phrases):
 
 
 def test_wrong_argument_of_the_elastic_trainer_gets_a_usage_message():
-    code, out = run_cli(["-m", "hvdcourse.train_elastic", "--batches-per-commit", "0"])
+    code, out = run_cli(["-m", "hvdcourse.examples.train_elastic", "--batches-per-commit", "0"])
     assert code == 2
     assert_clean_error(code, out, "--batches-per-commit", "must be a positive integer")
 
 
 def test_wrong_fault_variable_gets_a_usage_message():
-    code, out = run_cli(["-m", "hvdcourse.faults", "hvdcourse.train_hvd"], env={
+    code, out = run_cli(["-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd"], env={
         "HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"})
     assert code == 2
     assert_clean_error(code, out, "HVDCOURSE_FAIL_MODE='explode' is not one of crash, kill, exit, hang")
 
 
 def test_single_process_launcher_with_two_ranks_is_refused_clearly():
-    code, out = run_cli(["-m", "hvdcourse.launch", "-np", "2", "--launcher", "python", "--", "true"])
+    code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", "python", "--", "true"])
     assert code == 2
     assert_clean_error(code, out, "error: launcher 'python' runs a single process")
 
@@ -54,7 +54,7 @@ def path_without_mpi(tmp_path):
 
 def test_missing_mpi_is_reported_with_how_to_install_it(tmp_path):
     for launcher in ("mpirun", "mpi"):
-        code, out = run_cli(["-m", "hvdcourse.launch", "-np", "2", "--launcher", launcher, "--", "true"],
+        code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", launcher, "--", "true"],
                             env={"PATH": path_without_mpi(tmp_path)})
         assert code == 2
         assert_clean_error(code, out, "MPI not found: no 'mpirun' on PATH", "apt-get install openmpi-bin")
@@ -64,7 +64,7 @@ def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
     data = tmp_path / "mnist.npz"
     data.write_bytes(b"PK\x03\x04 this is not a real npz archive")
     before = data.read_bytes()
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
                     np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
     assert not run.timed_out and run.seconds < RUN_BOUND
     assert_clean_error(run.returncode, run.output, f"error: data file '{data}' is corrupt",
@@ -76,7 +76,7 @@ def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
 def test_data_file_with_wrong_arrays_names_the_missing_ones(tmp_path):
     data = tmp_path / "other.npz"
     np.savez(data, images=np.zeros((2, 28, 28), np.uint8))
-    code, out = run_cli(["-m", "hvdcourse.train_single", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
+    code, out = run_cli(["-m", "hvdcourse.examples.train_single", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
                         cwd=str(tmp_path))
     assert code == 2
     assert_clean_error(code, out, "lacks the arrays ['x_train', 'y_train', 'x_test', 'y_test']")
@@ -85,7 +85,7 @@ def test_data_file_with_wrong_arrays_names_the_missing_ones(tmp_path):
 def test_unwritable_checkpoint_folder_stops_the_run_with_a_clear_message(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the checkpoint folder should go\n")  # root ignores chmod; this cannot be
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *QUICK, "--checkpoint-dir", str(blocker / "ckpt")],
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--checkpoint-dir", str(blocker / "ckpt")],
                     np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
     assert not run.timed_out and run.seconds < RUN_BOUND  # rank 1 did not wait forever for rank 0
     assert_clean_error(run.returncode, run.output, "is not writable", "Pass --checkpoint-dir")
@@ -102,7 +102,7 @@ def test_malformed_exercise_marker_names_the_place_and_writes_nothing(tmp_path):
     assert "### END SOLUTION\n" in text
     (source / "ex01_collectives.md").write_text(text.replace("### END SOLUTION\n", "", 1))
     (learner / "ex01_collectives.ipynb").write_text("previous learner notebook\n")
-    code, out = run_cli(["-m", "hvdcourse.exercises.generate", "--source", str(source),
+    code, out = run_cli(["-m", "hvdcourse.course.exercises.generate", "--source", str(source),
                          "--exercises", str(learner), "--solutions", str(solutions)])
     assert code == 2
     assert_clean_error(code, out, "error: ", "ex01_collectives.md", "cell")

@@ -1,15 +1,15 @@
-"""hvdcourse.gradients: averaged equal-shard gradients are the full-batch gradient; unequal shards need weights."""
+"""hvdcourse.course.gradients: averaged equal-shard gradients are the full-batch gradient; unequal shards need weights."""
 import numpy as np
 import pytest
 
-from hvdcourse import gradients
+from hvdcourse.course import gradients
 
 
 @pytest.fixture(scope="module")
 def model_and_batch():
     import tensorflow as tf
 
-    from hvdcourse.model import build_model
+    from hvdcourse.examples.model import build_model
 
     tf.keras.utils.set_random_seed(1)
     rng = np.random.default_rng(1)
@@ -69,9 +69,9 @@ def test_batch_norm_uses_each_ranks_statistics_and_sync_batch_norm_the_global_on
     import re
 
     from conftest import PYTHON
-    from hvdcourse.launch import run_ranks
+    from hvdcourse.runtime.launch import run_ranks
 
-    run = run_ranks([PYTHON, "-m", "hvdcourse.gradients", "--per-rank-batch", "4"], np=2, launcher="gloo", timeout=240)
+    run = run_ranks([PYTHON, "-m", "hvdcourse.course.gradients", "--per-rank-batch", "4"], np=2, launcher="gloo", timeout=240)
     assert run.ok, run.output[-3000:]
     reports = [json.loads(m) for m in re.findall(r"\[batchnorm\] (\{.*\})", run.output)]
     assert sorted(r["rank"] for r in reports) == [0, 1]

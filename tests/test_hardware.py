@@ -1,7 +1,7 @@
-"""hvdcourse.hardware: the memory and compute estimates of lesson 1 follow their published formulas."""
+"""hvdcourse.course.hardware: the memory and compute estimates of lesson 1 follow their published formulas."""
 import math
 
-from hvdcourse import hardware
+from hvdcourse.course import hardware
 
 GCD = hardware.ACCELERATORS["MI250X GCD (LUMI-G)"]
 

@@ -1,11 +1,11 @@
-"""hvdcourse.launch: multi-process runs always end, and leave no process behind."""
+"""hvdcourse.runtime.launch: multi-process runs always end, and leave no process behind."""
 import os
 import time
 
 import psutil
 
 from conftest import PYTHON
-from hvdcourse.launch import mend_tagged_lines, run_ranks, untag
+from hvdcourse.runtime.launch import mend_tagged_lines, run_ranks, untag
 
 SLEEPER = "import os, time; print('rank up', os.getpid(), flush=True); time.sleep(600)"
 

@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from conftest import PYTHON
-from hvdcourse import faults
-from hvdcourse.launch import run_ranks
+from hvdcourse.course import faults
+from hvdcourse.runtime.launch import run_ranks
 
 STEPS = 5
 ARGS = ["--epochs", "4", "--max-steps", str(STEPS), "--batch-size", "32", "--checkpoint-dir", "ckpt"]
@@ -28,7 +28,7 @@ FINAL = re.compile(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=\S+ wei
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
-    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.train_hvd", launcher="mpirun",
+    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.examples.train_hvd", launcher="mpirun",
                                  timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume")))
 
 
@@ -39,7 +39,7 @@ def killed_and_resumed(comparison):
 
 @pytest.fixture(scope="module")
 def tape_comparison(tmp_path_factory):
-    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.train_tape", launcher="mpirun",
+    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.examples.train_tape", launcher="mpirun",
                                  timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume-tape")))
 
 
@@ -87,7 +87,7 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
     index = tmp_path / "ckpt" / "ckpt-4.index"
     index.write_bytes(b"not a checkpoint index" * 4)
     before = {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()}
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", *ARGS], np=2, launcher="mpirun", timeout=120,
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *ARGS], np=2, launcher="mpirun", timeout=120,
                     cwd=str(tmp_path))
     assert run.returncode == 2 and not run.timed_out, run.output[-3000:]
     assert run.seconds < 90

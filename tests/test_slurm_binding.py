@@ -1,10 +1,10 @@
-"""CPU-GPU binding masks (hvdcourse.binding) against the NUMA maps of the site files and of seed 001."""
+"""CPU-GPU binding masks (hvdcourse.runtime.binding) against the NUMA maps of the site files and of seed 001."""
 import os
 
 import pytest
 
 from conftest import ROOT
-from hvdcourse import binding
+from hvdcourse.runtime import binding
 
 SITES = os.path.join(ROOT, "slurm", "sites")
 

@@ -1,4 +1,4 @@
-"""The local 2-node Slurm cluster (hvdcourse.slurm_cluster): start, idempotent start, clean stop, errors."""
+"""The local 2-node Slurm cluster (hvdcourse.course.slurm_cluster): start, idempotent start, clean stop, errors."""
 import os
 import subprocess
 import tempfile
@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse.slurm_cluster import ClusterError, LocalCluster
+from hvdcourse.course.slurm_cluster import ClusterError, LocalCluster
 
 
 @pytest.fixture

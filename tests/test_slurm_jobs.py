@@ -1,4 +1,4 @@
-"""The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.slurm_cluster) started
+"""The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.course.slurm_cluster) started
 once for this session and always stopped at its end."""
 import os
 import re
@@ -11,8 +11,8 @@ import urllib.request
 import pytest
 
 from conftest import ROOT
-from hvdcourse.launch import run_ranks
-from hvdcourse.slurm_cluster import LocalCluster
+from hvdcourse.runtime.launch import run_ranks
+from hvdcourse.course.slurm_cluster import LocalCluster
 
 SUBMIT = os.path.join(ROOT, "slurm", "submit.sh")
 # 2 epochs of 5 steps: enough to prove that the ranks train together, each job well under a minute.
@@ -72,7 +72,7 @@ def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
 
 @pytest.mark.timeout(300)
 def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
-    assert re.search(r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.train_hvd "
+    assert re.search(r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.examples.train_hvd "
                      r"--checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2", two_nodes_job.output, re.M)
 
 

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from hvdcourse import binding
-from hvdcourse.mpienv import launch_env
+from hvdcourse.runtime import binding
+from hvdcourse.runtime.mpienv import launch_env
 
 SCRIPTS = sorted(
     [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "*")) if os.path.isfile(p)]
@@ -65,7 +65,7 @@ def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
     srun = [line for line in out.splitlines() if line.startswith("[dry-run] srun ")]
     assert len(srun) == 1, out
     assert "--kill-on-bad-exit=1" in srun[0]
-    assert srun[0].endswith("python -m hvdcourse.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
+    assert srun[0].endswith("python -m hvdcourse.examples.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
                             + (" --threads " + {"lumi-g": "7", "gh200": "72", "nvidia-generic": "8"}[site])
                             + " --epochs 2"), srun[0]
     assert "/slurm/select-gpu python" in srun[0]

@@ -20,7 +20,7 @@ def without_keras_switch() -> dict:
 
 
 def test_tf_keras_is_keras_2_from_tf_keras_in_the_course_environment():
-    code = ("import hvdcourse, tensorflow as tf; from hvdcourse.envcheck import tf_keras_version; "
+    code = ("import hvdcourse, tensorflow as tf; from hvdcourse.course.envcheck import tf_keras_version; "
             "print(tf.__version__, tf.keras.__name__.split('.')[0], tf_keras_version(tf))")
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**without_keras_switch(), "TF_CPP_MIN_LOG_LEVEL": "3"})
@@ -51,7 +51,7 @@ def test_installed_horovod_carries_every_patch():
 
 
 def test_launch_env_forces_keras_2_even_when_the_user_set_otherwise():
-    from hvdcourse.mpienv import launch_env
+    from hvdcourse.runtime.mpienv import launch_env
 
     assert launch_env(base={"TF_USE_LEGACY_KERAS": "0"})["TF_USE_LEGACY_KERAS"] == "1"
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from hvdcourse import timeline
+from hvdcourse.course import timeline
 
 # Two tensors fused into one allreduce, written the way Horovod writes it: metadata per tensor,
 # B events with a name, E events without one, nested activities, dtype/shape on the last E.

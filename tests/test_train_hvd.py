@@ -6,8 +6,8 @@ import re
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse.data import load_mnist
-from hvdcourse.launch import run_ranks
+from hvdcourse.examples.data import load_mnist
+from hvdcourse.runtime.launch import run_ranks
 
 HELPER = os.path.join(ROOT, "tests", "helpers", "in_rank_dir.py")
 # On the offline MNIST subset (8,000 training images) these settings reach about 95% test accuracy.
@@ -16,7 +16,7 @@ MIN_ACCURACY = 0.90
 
 
 def train_on_two_ranks(launcher, cwd):
-    program = [PYTHON, HELPER, "hvdcourse.train_hvd", *QUICK, "--checkpoint-dir", "ckpt",
+    program = [PYTHON, HELPER, "hvdcourse.examples.train_hvd", *QUICK, "--checkpoint-dir", "ckpt",
                "--metrics-json", "metrics.json"]
     run = run_ranks(program, np=2, launcher=launcher, timeout=300, cwd=cwd)
     assert run.ok, run.output[-3000:]
@@ -67,14 +67,14 @@ def test_only_rank_0_logs_epochs(two_rank_run):
 
 
 def test_single_worker_trainer_runs_with_plain_python(tmp_path):
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_single", "--epochs", "1", "--max-steps", "5",
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_single", "--epochs", "1", "--max-steps", "5",
                      "--checkpoint-dir", "ckpt"], np=1, launcher="python", timeout=180, cwd=str(tmp_path))
     assert run.ok, run.output[-2000:]
     assert "weights_sha256=" in run.output
 
 
 def test_bad_argument_gets_a_usage_message_not_a_traceback(tmp_path):
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_hvd", "--epochs", "0"], np=1, launcher="python",
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", "--epochs", "0"], np=1, launcher="python",
                     timeout=60, cwd=str(tmp_path))
     assert run.returncode == 2
     assert "must be a positive integer" in run.output and "Traceback" not in run.output

@@ -1,4 +1,4 @@
-"""hvdcourse.train_mwms: TF_CONFIG for local workers, and a 2-worker run that ends in identical weights."""
+"""hvdcourse.examples.train_mwms: TF_CONFIG for local workers, and a 2-worker run that ends in identical weights."""
 import json
 import os
 import re
@@ -6,9 +6,9 @@ import re
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.data import load_mnist
-from hvdcourse.launch import run_ranks
-from hvdcourse.train_mwms import configure_worker, free_ports, tf_config, without_option
+from hvdcourse.examples.data import load_mnist
+from hvdcourse.runtime.launch import run_ranks
+from hvdcourse.examples.train_mwms import configure_worker, free_ports, tf_config, without_option
 
 
 def test_tf_config_lists_every_worker_and_names_this_one():
@@ -42,7 +42,7 @@ def test_spawner_options_are_not_passed_to_the_workers():
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
     cwd = str(tmp_path_factory.mktemp("mwms"))
-    run = run_ranks([PYTHON, "-m", "hvdcourse.train_mwms", "--workers", "2", "--epochs", "2", "--batch-size", "32",
+    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_mwms", "--workers", "2", "--epochs", "2", "--batch-size", "32",
                      "--lr", "2e-3", "--checkpoint-dir", "ckpt", "--metrics-json", "metrics.json", "--timeout", "240"],
                     np=1, launcher="python", timeout=300, cwd=cwd)
     assert run.ok, run.output[-3000:]

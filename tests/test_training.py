@@ -1,8 +1,8 @@
-"""hvdcourse.training: the data order a resumed run needs, and the state a checkpoint shares."""
+"""hvdcourse.examples.training: the data order a resumed run needs, and the state a checkpoint shares."""
 import numpy as np
 import pytest
 
-from hvdcourse import training
+from hvdcourse.examples import training
 
 X = np.arange(40, dtype=np.float32).reshape(40, 1)
 Y = np.arange(40, dtype=np.int64)
@@ -38,7 +38,7 @@ def test_a_batch_larger_than_the_data_is_refused_with_what_to_do():
 def test_checkpoint_variables_hold_weights_moments_step_count_and_learning_rate(tmp_path):
     import tensorflow as tf
 
-    from hvdcourse.model import build_model
+    from hvdcourse.examples.model import build_model
 
     model = build_model(width=2)
     optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3)

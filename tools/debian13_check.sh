@@ -77,7 +77,7 @@ step() {  # step NAME COMMAND: run COMMAND in the chroot as a fresh login would,
   say "--- $name: done in $(( $(date +%s) - start )) s"
 }
 step "set-up and check" timeout 3600 make check
-step "one lesson on 2 ranks" timeout 1200 .venv/bin/python -m hvdcourse.book_build --execute "$LESSON"
+step "one lesson on 2 ranks" timeout 1200 .venv/bin/python -m hvdcourse.course.book.book_build --execute "$LESSON"
 
 say "disk: system $(du -sh --exclude=root/course --exclude=root/.cache "$TARGET" | cut -f1)," \
     "course venv $(du -sh "$TARGET/root/course/.venv" | cut -f1)," \

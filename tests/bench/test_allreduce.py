@@ -1,10 +1,10 @@
-"""hvdcourse.bench.allreduce: sizes, bus bandwidth and correct sums on 2 ranks (tiny sizes)."""
+"""hvdcourse.course.bench.allreduce: sizes, bus bandwidth and correct sums on 2 ranks (tiny sizes)."""
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.bench.allreduce import RESULT_TAG, bus_bandwidth, iterations_for, message_sizes
-from hvdcourse.bench.suite import parse_tagged
-from hvdcourse.launch import run_ranks
+from hvdcourse.course.bench.allreduce import RESULT_TAG, bus_bandwidth, iterations_for, message_sizes
+from hvdcourse.course.bench.suite import parse_tagged
+from hvdcourse.runtime.launch import run_ranks
 
 
 def test_sizes_go_from_4_kb_to_64_mb_by_factors_of_4():
@@ -26,7 +26,7 @@ def test_small_messages_are_timed_in_batches_large_ones_alone():
 @pytest.mark.parametrize("launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring"]), ("gloo", ["hvd"])])
 def test_every_implementation_sums_correctly_on_2_ranks(launcher, impls):
     args = [a for impl in impls for a in ("--impl", impl)]
-    run = run_ranks([PYTHON, "-m", "hvdcourse.bench.allreduce", *args, "--max-bytes", "16384", "--repeats", "2"],
+    run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.allreduce", *args, "--max-bytes", "16384", "--repeats", "2"],
                     np=2, launcher=launcher, timeout=180)
     assert run.ok, run.output[-2000:]
     found = parse_tagged(run.output, RESULT_TAG)

@@ -1,5 +1,5 @@
-"""hvdcourse.bench.machine: every result file says what it was measured on."""
-from hvdcourse.bench.machine import describe_machine, memcopy_bandwidth
+"""hvdcourse.course.bench.machine: every result file says what it was measured on."""
+from hvdcourse.course.bench.machine import describe_machine, memcopy_bandwidth
 
 KEYS = {"cpu_model", "logical_cores", "memory_gib", "os", "python", "tensorflow", "horovod", "mpi", "date",
         "load_average_1_5_15min"}

@@ -1,9 +1,9 @@
-"""hvdcourse.bench.plots: every plot of the lesson draws from result documents shaped like the suite's."""
+"""hvdcourse.course.bench.plots: every plot of the lesson draws from result documents shaped like the suite's."""
 import matplotlib
 
 matplotlib.use("Agg")
 
-from hvdcourse.bench import plots  # noqa: E402
+from hvdcourse.course.bench import plots  # noqa: E402
 
 
 def row(label, rate, mode="hvd", ranks=2, batch=64, data="memory"):

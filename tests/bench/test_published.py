@@ -1,5 +1,5 @@
-"""hvdcourse.bench.published: the seeds' tables, transcribed, with their speedups and inconsistencies."""
-from hvdcourse.bench.published import as_fraction, seed004_table
+"""hvdcourse.course.bench.published: the seeds' tables, transcribed, with their speedups and inconsistencies."""
+from hvdcourse.course.bench.published import as_fraction, seed004_table
 
 
 def test_accuracy_in_percent_and_fractions_become_fractions():

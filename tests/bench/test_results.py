@@ -1,5 +1,5 @@
-"""hvdcourse.bench.results: efficiency and the targets are computed as the issue defines them."""
-from hvdcourse.bench.results import baseline_rate, scaling_efficiency, targets
+"""hvdcourse.course.bench.results: efficiency and the targets are computed as the issue defines them."""
+from hvdcourse.course.bench.results import baseline_rate, scaling_efficiency, targets
 
 
 def row(label, rate, mode="hvd", ranks=2, batch=64, data="memory"):

@@ -1,10 +1,10 @@
-"""hvdcourse.bench.suite: one command writes every result file, with the machine (tiny settings)."""
+"""hvdcourse.course.bench.suite: one command writes every result file, with the machine (tiny settings)."""
 import json
 import os
 
 import pytest
 
-from hvdcourse.bench.suite import (Config, QUICK, ladder_configs, main_configs, parse_tagged, run_suite,
+from hvdcourse.course.bench.suite import (Config, QUICK, ladder_configs, main_configs, parse_tagged, run_suite,
                                    sweep_configs)
 
 

@@ -1,14 +1,14 @@
-"""hvdcourse.bench.throughput: what is timed, binding, data, and a tiny run per mode."""
+"""hvdcourse.course.bench.throughput: what is timed, binding, data, and a tiny run per mode."""
 import subprocess
 
 import numpy as np
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.bench.suite import parse_tagged
-from hvdcourse.bench.throughput import RESULT_TAG, images_per_second, local_rank, memory_dataset
-from hvdcourse.launch import run_ranks
-from hvdcourse.train_mwms import launch_local_workers
+from hvdcourse.course.bench.suite import parse_tagged
+from hvdcourse.course.bench.throughput import RESULT_TAG, images_per_second, local_rank, memory_dataset
+from hvdcourse.runtime.launch import run_ranks
+from hvdcourse.examples.train_mwms import launch_local_workers
 
 TINY = ["--batch-size", "8", "--warmup-steps", "1", "--steps", "3", "--repeats", "2"]
 
@@ -29,7 +29,7 @@ def test_memory_dataset_gives_full_batches_even_from_few_images():
 
 
 def test_bind_core_pins_the_process_to_one_core():
-    code = ("import os; from hvdcourse.bench.throughput import bind_to_core; "
+    code = ("import os; from hvdcourse.course.bench.throughput import bind_to_core; "
             "core = bind_to_core(1); print(sorted(os.sched_getaffinity(0)) == [core])")
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
@@ -38,8 +38,8 @@ def test_bind_core_pins_the_process_to_one_core():
 def tiny_run(mode, ranks, launcher):
     argv = ["--mode", mode, *TINY, "--bind", "core"]
     if mode == "mwms":
-        return launch_local_workers("hvdcourse.bench.throughput", ranks, argv, timeout=240)
-    return run_ranks([PYTHON, "-m", "hvdcourse.bench.throughput", *argv], np=ranks, launcher=launcher,
+        return launch_local_workers("hvdcourse.course.bench.throughput", ranks, argv, timeout=240)
+    return run_ranks([PYTHON, "-m", "hvdcourse.course.bench.throughput", *argv], np=ranks, launcher=launcher,
                      timeout=240)
 
 
@@ -55,7 +55,7 @@ def test_each_mode_reports_one_timing_per_repeat_from_rank_0(mode, ranks, launch
 
 
 def test_solo_mode_trains_independent_processes_and_counts_both():
-    run = run_ranks([PYTHON, "-m", "hvdcourse.bench.throughput", "--mode", "solo", *TINY], np=2, launcher="mpirun",
+    run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.throughput", "--mode", "solo", *TINY], np=2, launcher="mpirun",
                     timeout=240)
     assert run.ok, run.output[-3000:]
     (result,) = parse_tagged(run.output, RESULT_TAG)

@@ -49,13 +49,13 @@ def test_lessons_follow_the_skeleton():
 
 
 def test_every_lesson_states_its_planned_times():
-    from hvdcourse.course_map import lessons
+    from hvdcourse.course.book.course_map import lessons
     unplanned = [row["lesson"] for row in lessons() if row["teaching_min"] is None]
     assert not unplanned, "Overview needs '**Time**: teaching N min, exercises M min'"
 
 
 def test_one_day_plan_fits_in_the_teaching_day_without_the_droppable_lessons():
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
     plan = course_map.one_day_plan()
     assert set(plan["day"]) == {1}
     assert plan["ends"].max() <= "17:30"
@@ -64,13 +64,13 @@ def test_one_day_plan_fits_in_the_teaching_day_without_the_droppable_lessons():
 
 
 def test_whole_course_with_graded_exercises_does_not_fit_in_one_day():
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
     with pytest.raises(ValueError, match="do not fit in 1 day"):
         course_map.day_plan(1)
 
 
 def test_two_day_plan_holds_every_lesson_once_in_course_order():
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
     plan = course_map.two_day_plan()
     taught = [t for t in plan["lesson"] if not t.startswith("(")]
     assert taught == [row["title"] for row in course_map.lessons()]
@@ -78,14 +78,14 @@ def test_two_day_plan_holds_every_lesson_once_in_course_order():
 
 
 def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesson():
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
     placed = {ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items}
     assert placed["ex06_lr_warmup"] == "05_conversion"  # the conversion lesson teaches it and links it
     assert placed["ex01_collectives"] == "04_horovod_design"
 
 
 def test_lesson_blocks_add_measured_demo_minutes_rounded_up():
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
     recorded = json.load(open(course_map.TIMES))["lessons"]
     for block in course_map.lesson_blocks(graded=False):
         seconds = recorded.get(block["lesson"], 0)
@@ -106,14 +106,14 @@ def _notebook(markdown, glued):
 
 
 def test_glue_references_without_a_glued_value_are_reported():
-    from hvdcourse.book_build import unglued_references
+    from hvdcourse.course.book.book_build import unglued_references
 
     nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times.\n\n```{glue:figure} fig\n```", ["ratio"])
     assert unglued_references(nb) == ["fig", "ring_ms"]
 
 
 def test_every_glue_reference_glued_reports_nothing():
-    from hvdcourse.book_build import glued_keys, unglued_references
+    from hvdcourse.course.book.book_build import glued_keys, unglued_references
 
     nb = _notebook("From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"])
     assert glued_keys(nb) == ["a", "b"] and unglued_references(nb) == []
@@ -121,7 +121,7 @@ def test_every_glue_reference_glued_reports_nothing():
 
 def test_no_lesson_links_an_exercise_whose_lessons_come_later():
     import re
-    from hvdcourse import course_map
+    from hvdcourse.course.book import course_map
 
     order = {row["title"]: i for i, row in enumerate(course_map.lessons())}
     needs = {}

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from hvdcourse.sphinx_ext import recorded_execution_time
+from hvdcourse.course.book.sphinx_ext import recorded_execution_time
 
 
 def write_times(tmp_path, lessons):
@@ -25,6 +25,6 @@ def test_a_lesson_without_a_record_says_how_to_record_it(tmp_path):
 
 
 def test_every_lesson_of_the_book_has_a_recorded_time():
-    from hvdcourse.course_map import lessons
+    from hvdcourse.course.book.course_map import lessons
     for row in lessons():
         recorded_execution_time(row["lesson"])

@@ -1,11 +1,11 @@
-"""The list of exercises and the learner-facing checks (hvdcourse/exercises/checks.py, paths.py, result.py)."""
+"""The list of exercises and the learner-facing checks (hvdcourse/course/exercises/checks.py, paths.py, result.py)."""
 import os
 
 import jupytext
 import pytest
 
-from hvdcourse.exercises import checks, paths
-from hvdcourse.exercises.result import Checker
+from hvdcourse.course.exercises import checks, paths
+from hvdcourse.course.exercises.result import Checker
 
 
 def test_every_exercise_has_a_source_notebook_and_the_same_title_everywhere():

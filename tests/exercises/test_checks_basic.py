@@ -1,7 +1,7 @@
-"""Checks of exercises 1-4 (hvdcourse/exercises/checks_basic.py): wrong answers get the intended findings."""
+"""Checks of exercises 1-4 (hvdcourse/course/exercises/checks_basic.py): wrong answers get the intended findings."""
 import numpy as np
 
-from hvdcourse.exercises import checks_basic as checks
+from hvdcourse.course.exercises import checks_basic as checks
 
 
 def failed(result):
@@ -126,7 +126,7 @@ def test_ex04_collectives_are_switched_off_with_a_clear_hint():
 
 def test_ex04_importing_the_course_reference_is_refused():
     def ring_allreduce(comm, x):
-        from hvdcourse.ring import ring_allreduce as reference
+        from hvdcourse.course.ring import ring_allreduce as reference
         return reference(comm, x)
 
     result = checks.ex04_ring(ring_allreduce, quiet=True)

@@ -1,10 +1,10 @@
-"""Checks of exercises 8-11 (hvdcourse/exercises/checks_tools.py): wrong answers get the intended findings."""
+"""Checks of exercises 8-11 (hvdcourse/course/exercises/checks_tools.py): wrong answers get the intended findings."""
 import json
 from collections import defaultdict
 
 import pytest
 
-from hvdcourse.exercises import checks_tools as checks
+from hvdcourse.course.exercises import checks_tools as checks
 
 
 def failed(result):
@@ -78,7 +78,7 @@ GOOD_SCRIPT = """#!/bin/bash
 #SBATCH --nodes={nodes}
 #SBATCH --ntasks-per-node={tasks}
 #SBATCH --time={minutes}
-srun --mpi=pmix python -m hvdcourse.train_hvd --epochs {epochs}
+srun --mpi=pmix python -m hvdcourse.examples.train_hvd --epochs {epochs}
 """
 
 

@@ -1,7 +1,7 @@
-"""Checks of exercises 5-7 (hvdcourse/exercises/checks_training.py) on 2 ranks: a naive conversion gets
+"""Checks of exercises 5-7 (hvdcourse/course/exercises/checks_training.py) on 2 ranks: a naive conversion gets
 the intended findings. (Right answers: the solution notebooks; bob's ex06/ex07 mistakes: the grader test.)"""
-from hvdcourse import data
-from hvdcourse.exercises import checks_training as checks
+from hvdcourse.examples import data
+from hvdcourse.course.exercises import checks_training as checks
 
 
 def test_ex05_unconverted_script_fails_everything_but_running():
@@ -11,7 +11,7 @@ def test_ex05_unconverted_script_fails_everything_but_running():
         import horovod.tensorflow.keras as hvd
         import tensorflow as tf
 
-        from hvdcourse import data, model as course_model, training
+        from hvdcourse.examples import data, model as course_model, training
 
         hvd.init()  # and nothing else of the six steps
         mnist = data.load_mnist(quiet=True)

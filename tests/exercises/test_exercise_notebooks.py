@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from hvdcourse.exercises import paths
-from hvdcourse.mpienv import launch_env
+from hvdcourse.course.exercises import paths
+from hvdcourse.runtime.mpienv import launch_env
 
 NAMES = sorted(f[:-6] for f in os.listdir(paths.SOLUTIONS_DIR) if f.endswith(".ipynb"))
 

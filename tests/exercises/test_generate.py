@@ -1,11 +1,11 @@
-"""The generator (hvdcourse/exercises/generate.py): committed notebooks, fixed ids, loud failures."""
+"""The generator (hvdcourse/course/exercises/generate.py): committed notebooks, fixed ids, loud failures."""
 import json
 import os
 
 import pytest
 
-from hvdcourse.exercises import generate, paths
-from hvdcourse.exercises.markers import MarkerError
+from hvdcourse.course.exercises import generate, paths
+from hvdcourse.course.exercises.markers import MarkerError
 
 GOOD = """---
 jupytext:

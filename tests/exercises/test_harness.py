@@ -1,8 +1,8 @@
-"""Running a learner's function on ranks (hvdcourse/exercises/harness.py): errors, hangs, files per rank."""
+"""Running a learner's function on ranks (hvdcourse/course/exercises/harness.py): errors, hangs, files per rank."""
 import os
 import subprocess
 
-from hvdcourse.exercises.harness import describe_failure, run_on_ranks
+from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
 
 
 def test_each_rank_runs_in_its_own_folder_and_returns_its_value():
@@ -35,7 +35,7 @@ def test_a_hanging_rank_is_killed_at_the_timeout_with_no_process_left():
 
     outcome = run_on_ranks("call", hangs, np=2, timeout=8, args=(1,))
     assert outcome.timed_out and "did not finish in time" in describe_failure(outcome)
-    left = subprocess.run(["pgrep", "-f", "hvdcourse.exercises.harness"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", "hvdcourse.course.exercises.harness"], capture_output=True, text=True).stdout
     assert not [pid for pid in left.split() if _cwd_is_check_dir(pid)]
 
 

@@ -1,9 +1,9 @@
-"""The solution-marker transform (hvdcourse/exercises/markers.py): placeholders, solutions, malformed markers."""
+"""The solution-marker transform (hvdcourse/course/exercises/markers.py): placeholders, solutions, malformed markers."""
 import ast
 
 import pytest
 
-from hvdcourse.exercises.markers import MarkerError, clear_solutions, find_regions, strip_markers
+from hvdcourse.course.exercises.markers import MarkerError, clear_solutions, find_regions, strip_markers
 
 CELL = """def f(x):
     y = 1

@@ -1,7 +1,7 @@
-"""The command that measures exercise 9's scaling curve (hvdcourse/exercises/measure_scaling.py), tiny settings."""
+"""The command that measures exercise 9's scaling curve (hvdcourse/course/exercises/measure_scaling.py), tiny settings."""
 import json
 
-from hvdcourse.exercises import measure_scaling
+from hvdcourse.course.exercises import measure_scaling
 
 
 def test_writes_images_per_second_per_batch_and_worker_count_with_the_machine(tmp_path):
@@ -10,4 +10,4 @@ def test_writes_images_per_second_per_batch_and_worker_count_with_the_machine(tm
                                  "--repeats", "1"]) == 0
     doc = json.loads(out.read_text())
     assert set(doc["curves"]) == {"8", "16"} and all(doc["curves"][b]["1"] > 0 for b in ("8", "16"))
-    assert "cores" in doc["machine"] and doc["source"].startswith("python -m hvdcourse.exercises.measure_scaling")
+    assert "cores" in doc["machine"] and doc["source"].startswith("python -m hvdcourse.course.exercises.measure_scaling")

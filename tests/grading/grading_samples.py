@@ -22,7 +22,7 @@ MARKER = "hvdcourse-sample-sleeper"  # in the command line of ranks that dave's 
 
 BOB_EX01 = '''import numpy as np
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def after_collectives(values):
@@ -38,7 +38,7 @@ def after_collectives(values):
 
 BOB_EX02 = '''import numpy as np
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def global_mean(hvd, local_values):
@@ -50,7 +50,7 @@ def global_mean(hvd, local_values):
 
 BOB_EX03 = '''import numpy as np
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def shard_indices(num_examples, rank, size):
@@ -60,7 +60,7 @@ def shard_indices(num_examples, rank, size):
 
 BOB_EX04 = '''import numpy as np
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def ring_allreduce(comm, x):
@@ -88,7 +88,7 @@ BOB_EX07 = '''import os
 
 import tensorflow as tf
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def distributed_callbacks(hvd, checkpoint_dir):
@@ -100,7 +100,7 @@ def distributed_callbacks(hvd, checkpoint_dir):
     ]
 '''
 
-BOB_EX10 = '''from hvdcourse.exercises import checks
+BOB_EX10 = '''from hvdcourse.course.exercises import checks
 
 
 def job_script(nodes, tasks_per_node, minutes, epochs):
@@ -109,7 +109,7 @@ def job_script(nodes, tasks_per_node, minutes, epochs):
 module load openmpi
 #SBATCH --ntasks-per-node={tasks_per_node}
 #SBATCH --time={minutes}
-mpirun -np {nodes * tasks_per_node} python -m hvdcourse.train_hvd --epochs {epochs}
+mpirun -np {nodes * tasks_per_node} python -m hvdcourse.examples.train_hvd --epochs {epochs}
 """
 '''
 
@@ -119,7 +119,7 @@ bugs = {"undefined-name": 20, "warmup-argument": 28, "unscaled-lr": 22, "every-r
 
 SYNTAX_ERROR = '''import numpy as np
 
-from hvdcourse.exercises import checks
+from hvdcourse.course.exercises import checks
 
 
 def after_collectives(values)
@@ -131,7 +131,7 @@ SYS_EXIT = "import sys\n\nsys.exit('I give up')\n"
 ENDLESS = f'''import subprocess
 import sys
 
-from hvdcourse.mpienv import launch_env
+from hvdcourse.runtime.mpienv import launch_env
 
 # two MPI ranks that never finish, then an endless loop: the grader must stop all of it
 subprocess.Popen(["mpirun", "-np", "2", sys.executable, "-c", "import time; time.sleep(3600)", "{MARKER}"],

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CANARY = "/tmp/hvdcourse-hostile-canary"
 
 ATTACKS = {
-    "patch_check_classes": '''from hvdcourse.exercises import result, checks, checks_basic
+    "patch_check_classes": '''from hvdcourse.course.exercises import result, checks, checks_basic
 result.CheckResult.score = property(lambda self: self.max_score)
 result.CheckResult.passed = property(lambda self: True)
 result.Checker.fail = result.Checker.ok
@@ -71,7 +71,7 @@ for pid in os.listdir("/proc"):
             cmd = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if b"hvdcourse.grading" in cmd or b"pytest" in cmd:
+        if b"hvdcourse.course.grading" in cmd or b"pytest" in cmd:
             for sig in (signal.SIGSTOP, signal.SIGKILL):
                 try:
                     os.kill(int(pid), sig)
@@ -116,7 +116,7 @@ class Child(Sneaky):
     pass
 after_collectives_backup = [_mark("assign")]
 ''',
-    "exec_a_fake_answer_and_exit": '''exec("def after_collectives(values):\\n    from hvdcourse.exercises.checks_basic import expected_collectives\\n"
+    "exec_a_fake_answer_and_exit": '''exec("def after_collectives(values):\\n    from hvdcourse.course.exercises.checks_basic import expected_collectives\\n"
      "    return expected_collectives(values)")
 import os
 os._exit(0)

@@ -1,4 +1,4 @@
-"""The sandbox policy of the grader (hvdcourse/grading/audit.py): what student code may read, write, run."""
+"""The sandbox policy of the grader (hvdcourse/course/grading/audit.py): what student code may read, write, run."""
 import json
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from hvdcourse.grading.audit import ENV, Policy
+from hvdcourse.course.grading.audit import ENV, Policy
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_hook_in_a_real_process_denies_and_logs(layout):
     root, _ = layout
     log = root / "violations.jsonl"
     spec = json.dumps({"workdir": str(root / "sandbox"), "deny": [str(root / "solutions")], "log": str(log)})
-    code = ("from hvdcourse.grading import audit; audit.install()\n"
+    code = ("from hvdcourse.course.grading import audit; audit.install()\n"
             f"try:\n    open({str(root / 'solutions' / 'ex01.ipynb')!r}).read()\n"
             "except PermissionError as err:\n    print('denied:', err)\n")
     run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{ENV: spec}), cwd=root / "sandbox",

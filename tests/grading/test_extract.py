@@ -1,7 +1,7 @@
-"""What the grader keeps of a notebook to judge its answers (hvdcourse/grading/extract.py)."""
+"""What the grader keeps of a notebook to judge its answers (hvdcourse/course/grading/extract.py)."""
 import nbformat
 
-from hvdcourse.grading.extract import extract
+from hvdcourse.course.grading.extract import extract
 
 
 def _nb(*sources):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from hvdcourse.grading import grader
+from hvdcourse.course.grading import grader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grading_samples as samples  # noqa: E402  (the builder of the sample class, next to this file)
@@ -24,7 +24,7 @@ def graded(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("results"))
     if os.path.exists(OUTSIDE_FILE):
         os.remove(OUTSIDE_FILE)
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", SUBMISSIONS, "--out", out,
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", SUBMISSIONS, "--out", out,
                           "--jobs", "2", "--timeout", "300", "--cell-timeout", "20", "--output-cap", "500"],
                          capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -183,7 +183,7 @@ def test_a_training_answer_reads_the_courses_mnist_inside_the_sandbox(tmp_path):
     student.mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "solutions", "ex05_conversion.ipynb"), student)
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", str(tmp_path / "class"), "--out", str(out),
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", str(tmp_path / "class"), "--out", str(out),
                           "--jobs", "1", "--timeout", "300"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(out / "results.json") as fh:

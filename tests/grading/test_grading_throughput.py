@@ -1,9 +1,9 @@
-"""The grading throughput the instructor guide shows (hvdcourse/grading/throughput.py)."""
+"""The grading throughput the instructor guide shows (hvdcourse/course/grading/throughput.py)."""
 import json
 
 import pytest
 
-from hvdcourse.grading import throughput
+from hvdcourse.course.grading import throughput
 
 
 def write_runs(path, serial_wall, auto_wall, notebook_seconds, load=1.0):

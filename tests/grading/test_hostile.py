@@ -30,7 +30,7 @@ def graded(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("hostile"))
     students = hostile.build(os.path.join(folder, "class"), grading_samples.BOB_EX01)
     out = os.path.join(folder, "out")
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", os.path.join(folder, "class"), "--out",
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", os.path.join(folder, "class"), "--out",
                           out, "--jobs", "2", "--timeout", "120", "--cell-timeout", "30", "--mem-mb", "4096",
                           "--nproc", "256"], capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

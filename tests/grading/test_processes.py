@@ -1,10 +1,10 @@
-"""Killing what a submission started (hvdcourse/grading/processes.py), found by its token."""
+"""Killing what a submission started (hvdcourse/course/grading/processes.py), found by its token."""
 import os
 import subprocess
 import sys
 import time
 
-from hvdcourse.grading.processes import kill_tagged, tagged
+from hvdcourse.course.grading.processes import kill_tagged, tagged
 
 
 def test_processes_with_the_token_are_found_and_killed_even_when_orphaned():

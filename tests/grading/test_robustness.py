@@ -13,14 +13,14 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from hvdcourse.grading import grader
-from hvdcourse.grading.runner import take_rank_slot
+from hvdcourse.course.grading import grader
+from hvdcourse.course.grading.runner import take_rank_slot
 
 SOLUTION = os.path.join(ROOT, "solutions", "ex01_collectives.ipynb")
 
 
 def run_grader(folder, out, options, timeout=1500):
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", str(folder), "--out", str(out), *options],
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", str(folder), "--out", str(out), *options],
                          capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:

@@ -1,4 +1,4 @@
-"""hvdcourse-grade --slurm on the local 2-node cluster (hvdcourse.slurm_cluster): the same class gives the
+"""hvdcourse-grade --slurm on the local 2-node cluster (hvdcourse.course.slurm_cluster): the same class gives the
 same scores as a local run; an array past its wait is cancelled and every notebook gets a row saying so."""
 import csv
 import json
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from hvdcourse.grading import slurm
-from hvdcourse.slurm_cluster import LocalCluster
+from hvdcourse.course.grading import slurm
+from hvdcourse.course.slurm_cluster import LocalCluster
 
 SUBMISSIONS = os.path.join(ROOT, "tests", "grading", "submissions")
 NOTEBOOKS = ("ex01_collectives.ipynb", "ex03_sharding.ipynb")
@@ -41,7 +41,7 @@ def small_class(tmp_path_factory):
 
 
 def grade(folder, out, options, env=None, timeout=1200):
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.grading.grader", folder, "--out", out, "--timeout", "300",
+    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", folder, "--out", out, "--timeout", "300",
                           *options], capture_output=True, text=True, timeout=timeout, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:

@@ -1,6 +1,6 @@
 """Test helper: run a course module inside ``rank<N>/`` so files written by each rank can be told apart.
 
-Usage under a launcher: ``python tests/helpers/in_rank_dir.py hvdcourse.train_hvd --args ...``
+Usage under a launcher: ``python tests/helpers/in_rank_dir.py hvdcourse.examples.train_hvd --args ...``
 """
 import os
 import runpy

@@ -1,0 +1,178 @@
+"""hvdcourse-check: is this environment fit for the course? (lesson: Installing Horovod).
+
+The seeds' ``check_hvd.py`` idea, done properly: it reports what Horovod was built with, checks
+what the course needs, and exits non-zero with a one-line fix when something is missing.
+
+* ``hvdcourse-check``                 - build report + a 1-rank run (no launcher needed)
+* ``hvdcourse-check --ranks 2``       - also launches itself on 2 ranks (Gloo and MPI) and checks
+  that every rank answers and that an allreduce agrees
+* ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+NEEDED_TF = "2.20"
+NEEDED_HOROVOD = "0.28.1"
+PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+
+
+def tf_keras_version(tf) -> str:
+    """Version of the Keras that ``tf.keras`` is: tf-keras (Keras 2) has no ``__version__`` there."""
+    if getattr(tf.keras, "__name__", "").startswith("tf_keras"):
+        import tf_keras
+        return tf_keras.__version__
+    return str(getattr(tf.keras, "__version__", "?"))
+
+
+def build_report() -> tuple[list, list]:
+    """Return (report lines, problems) describing the Horovod build. Does not call ``hvd.init()``."""
+    lines, problems = [], []
+    py = "%d.%d.%d" % sys.version_info[:3]
+    lines.append(f"Python        {py}")
+    if sys.version_info[:2] not in PYTHONS:
+        problems.append(f"Python {py}: TensorFlow {NEEDED_TF} has wheels for Python 3.10-3.13 only")
+    try:
+        import tensorflow as tf
+    except ImportError as err:
+        problems.append(f"TensorFlow cannot be imported ({err}); run 'make env'")
+        return lines, problems
+    keras_version = tf_keras_version(tf)
+    lines.append(f"TensorFlow    {tf.__version__} (tf.keras {keras_version})")
+    if not tf.__version__.startswith(NEEDED_TF):
+        problems.append(f"TensorFlow {tf.__version__}: the course and its Horovod patches are made for "
+                        f"{NEEDED_TF}; run 'make env'")
+    if not keras_version.startswith("2."):
+        problems.append(f"tf.keras is Keras {keras_version}, but Horovod's Keras API needs Keras 2: set "
+                        "TF_USE_LEGACY_KERAS=1 before Python starts and install tf-keras (make env does both)")
+    try:
+        import horovod
+        import horovod.tensorflow as hvd
+    except ImportError as err:
+        problems.append(f"Horovod's TensorFlow extension cannot be loaded ({err}). Rebuild it: "
+                        "delete ~/.cache/hvdcourse/wheels and run 'make env'")
+        return lines, problems
+    lines.append(f"Horovod       {horovod.__version__}")
+    if horovod.__version__ != NEEDED_HOROVOD:
+        problems.append(f"Horovod {horovod.__version__}: the course is tested with {NEEDED_HOROVOD}")
+
+    def mark(flag: bool) -> str:
+        return "[X]" if flag else "[ ]"
+
+    frameworks = {"TensorFlow": True, "PyTorch": _extension_built(horovod, "torch", "mpi_lib_v2"),
+                  "MXNet": _extension_built(horovod, "mxnet", "mpi_lib")}
+    controllers = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
+    ops = {"NCCL": hvd.nccl_built(), "DDL": hvd.ddl_built(), "CCL": hvd.ccl_built(),
+           "MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
+    gpu = {"CUDA": hvd.cuda_built(), "ROCm": hvd.rocm_built()}
+    for title, table in (("Frameworks", frameworks), ("Controllers", controllers),
+                         ("Tensor operations", ops), ("GPU support", gpu)):
+        lines.append(f"{title + ':':18}" + "  ".join(f"{mark(v)} {k}" for k, v in table.items()))
+    for name in ("MPI", "Gloo"):
+        if not controllers[name]:
+            problems.append(f"Horovod was built without {name}; rebuild with HOROVOD_WITH_{name.upper()}=1 "
+                            "(delete ~/.cache/hvdcourse/wheels and run 'make env')")
+    problems += hostname_problems()
+    return lines, problems
+
+
+def hostname_problems(host: str | None = None) -> list:
+    """Gloo's rendezvous resolves this machine's name, and Horovod 0.28.1's Gloo crashes (SIGSEGV in
+    ``gloo::transport::tcp::CreateDevice``) instead of saying so when it cannot: check it first."""
+    host = host or socket.gethostname()
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return [f"this machine's name {host!r} does not resolve, and horovodrun --gloo then crashes with "
+                f"SIGSEGV. Add it to /etc/hosts: echo '127.0.1.1 {host}' | sudo tee -a /etc/hosts"]
+    return []
+
+
+def _extension_built(horovod, framework: str, library: str) -> bool:
+    """Whether Horovod's compiled library for ``framework`` exists (without importing the framework)."""
+    import glob
+    import os
+
+    folder = os.path.join(os.path.dirname(horovod.__file__), framework)
+    return bool(glob.glob(os.path.join(folder, library + "*.so")))
+
+
+def rank_line() -> tuple[str, float]:
+    """Initialise Horovod and return this rank's line and the result of a test allreduce."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.init()
+    total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum).numpy())
+    controller = "MPI" if hvd.mpi_enabled() else "Gloo" if hvd.gloo_enabled() else "?"
+    threads = ""
+    if hvd.mpi_enabled():
+        threads = f" mpi_threads={'yes' if hvd.mpi_threads_supported() else 'no'}"
+    line = (f"rank={hvd.rank()} local_rank={hvd.local_rank()} size={hvd.size()} "
+            f"local_size={hvd.local_size()} host={socket.gethostname()} controller={controller}{threads} "
+            f"allreduce_sum={total:g}")
+    return line, total
+
+
+def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
+    """Launch this module on ``np`` ranks under each launcher; return the problems found."""
+    from hvdcourse.runtime.launch import run_ranks, untag
+
+    problems = []
+    expected_sum = np * (np + 1) / 2
+    for launcher in launchers:
+        run = run_ranks([sys.executable, "-m", "hvdcourse.course.envcheck", "--rank-line"], np, launcher, timeout)
+        lines = sorted(l.strip() for l in untag(run.output).splitlines() if l.strip().startswith("rank="))
+        print(f"--- {np} ranks, horovodrun --{launcher} ({run.seconds:.1f} s)")
+        for line in lines:
+            print("  " + line)
+        if not run.ok or len(lines) != np:
+            tail = "\n    ".join(run.output.strip().splitlines()[-8:])
+            problems.append(f"{np}-rank run under {launcher} failed (exit {run.returncode}, "
+                            f"{len(lines)}/{np} ranks answered):\n    {tail}")
+        elif not all(f"allreduce_sum={expected_sum:g}" in l for l in lines):
+            problems.append(f"{launcher}: allreduce gave a wrong sum (expected {expected_sum:g})")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hvdcourse-check", description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=1, help="also launch on this many ranks (Gloo and MPI)")
+    parser.add_argument("--timeout", type=float, default=120, help="limit for each launch, seconds")
+    parser.add_argument("--launchers", default="gloo,mpi",
+                        help="controllers to try with --ranks, comma-separated (default gloo,mpi)")
+    parser.add_argument("--rank-line", action="store_true", help="only print this rank's line (under a launcher)")
+    args = parser.parse_args(argv)
+    # keep TensorFlow's start-up chatter (and TF 2.20's "failed call to cuInit" on machines without an
+    # NVIDIA driver) out of the report
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+    if args.rank_line:
+        print(rank_line()[0], flush=True)
+        return 0
+
+    lines, problems = build_report()
+    print("\n".join(lines))
+    if not problems:
+        try:
+            from hvdcourse.runtime.mpienv import require_mpi
+            require_mpi()
+            print(rank_line()[0])
+        except Exception as err:
+            problems.append(str(err))
+    if not problems and args.ranks > 1:
+        problems += check_ranks(args.ranks, args.timeout, args.launchers.split(","))
+    if problems:
+        print("\nNOT READY:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 1
+    print("\nOK: this environment is ready for the course.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Trusted code that runs a learner's function on each rank and reports what happened (lesson: all exercises).
+
+Called by :mod:`hvdcourse.course.exercises.harness` as ``driver(fn, rank, size, **args)`` inside the rank's
+own folder; returns JSON-able data that the check in :mod:`hvdcourse.course.exercises.checks` judges. The
+drivers observe instead of trusting: they record the learning rate before every batch, the weights
+after the first batch and at the end, the metrics before and after the learner's callbacks, and
+fingerprints of the examples each rank trained on.
+"""
+from __future__ import annotations
+
+import hashlib
+import pickle
+
+import numpy as np
+
+
+# ---------------------------------------------------------------- plain calls (no framework)
+def call(fn, rank, size, args=()):
+    """``fn(*args, rank, size)`` on this rank, converted to a list of ints."""
+    return [int(i) for i in np.asarray(fn(*args, rank, size)).ravel()]
+
+
+# ---------------------------------------------------------------- Horovod collectives
+def global_mean(fn, rank, size, lengths=(3, 7)):
+    """``fn(hvd, local_values)`` where ranks hold different numbers of values."""
+    import horovod.tensorflow as hvd
+
+    hvd.init()
+    local = local_values(rank, lengths)
+    return float(np.asarray(fn(hvd, local)))
+
+
+def local_values(rank, lengths=(3, 7)) -> np.ndarray:
+    """The values rank ``rank`` holds in the global-mean exercise (different counts per rank)."""
+    n = lengths[rank % len(lengths)]
+    return (10.0 ** rank) * np.arange(1, n + 1, dtype=np.float64)
+
+
+# ---------------------------------------------------------------- ring allreduce (mpi4py)
+class RingComm:
+    """A communicator that offers only point-to-point calls and records every message sent."""
+
+    ALLOWED = {"Get_rank", "Get_size", "rank", "size", "Barrier", "barrier", "Iprobe", "Probe",
+               "Recv", "recv", "Irecv", "irecv"}
+    SENDS = {"Send", "send", "Isend", "isend", "Sendrecv", "sendrecv", "Ssend", "ssend"}
+
+    def __init__(self, comm):
+        self._comm = comm
+        self.sent = []  # (dest, bytes)
+
+    def __getattr__(self, name):
+        if name in self.ALLOWED:
+            return getattr(self._comm, name)
+        if name in self.SENDS:
+            method = getattr(self._comm, name)
+
+            def sending(*args, **kwargs):
+                buf = args[0] if args else next((kwargs[k] for k in ("sendbuf", "buf", "obj", "sendobj")
+                                                 if k in kwargs), None)
+                dest = args[1] if len(args) > 1 else kwargs.get("dest")
+                self.sent.append((int(dest), _nbytes(buf)))
+                return method(*args, **kwargs)
+
+            return sending
+        raise AttributeError(f"comm.{name} is not available in this exercise: build the allreduce from "
+                             "point-to-point messages (Sendrecv, or Send and Recv) between ring neighbours")
+
+
+def _nbytes(buf) -> int:
+    if isinstance(buf, (list, tuple)) and buf and isinstance(buf[0], np.ndarray):
+        buf = buf[0]
+    if isinstance(buf, np.ndarray):
+        return int(buf.nbytes)
+    try:
+        return int(memoryview(buf).nbytes)
+    except TypeError:
+        return len(pickle.dumps(buf))
+
+
+def ring_input(rank, length) -> np.ndarray:
+    """Rank ``rank``'s vector in the ring exercise (distinct per rank, exact in float64)."""
+    return np.arange(length, dtype=np.float64) + 100.0 * rank + 1.0
+
+
+def ring(fn, rank, size, length=11):
+    """``fn(comm, x)`` with a recording point-to-point communicator."""
+    from mpi4py import MPI
+
+    comm = RingComm(MPI.COMM_WORLD)
+    x = ring_input(rank, length)
+    out = fn(comm, x.copy())
+    if out is None:
+        raise TypeError("your function returned None: return the summed vector")
+    return {"result": np.asarray(out, dtype=np.float64).ravel().tolist(), "sent": comm.sent}
+
+
+# ---------------------------------------------------------------- Keras + Horovod helpers
+def _keras_hvd(threads: int = 1):
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd
+
+    hvd.init()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf, hvd
+
+
+def _digest(model) -> str:
+    from hvdcourse.examples.model import weights_digest
+    return weights_digest(model)
+
+
+def _current_lr(optimizer) -> float:
+    import tensorflow as tf
+
+    lr = optimizer.learning_rate
+    if isinstance(lr, tf.keras.optimizers.schedules.LearningRateSchedule):
+        lr = lr(optimizer.iterations)
+    return float(tf.keras.backend.get_value(lr))
+
+
+def _recorder(tf):
+    """A callback recording the LR before each batch, weights after the first, logs at epoch end."""
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.lrs, self.epoch_logs, self.batches, self.first_digest = [], [], 0, None
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.lrs.append(_current_lr(self.model.optimizer))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            if self.batches == 1:
+                self.first_digest = _digest(self.model)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epoch_logs.append({k: float(v) for k, v in (logs or {}).items()})
+
+    return Recorder()
+
+
+def _is_distributed(optimizer) -> bool:
+    """Horovod's DistributedOptimizer is a dynamic subclass carrying its allreduce function."""
+    return any(hasattr(optimizer, attr) for attr in ("_allreduce_grads", "_agg_helper")) or \
+        "horovod" in type(optimizer).__module__ or "_DistributedOptimizer" in str(type(optimizer).__mro__)
+
+
+def _toy_data(rank, n=32, features=8, seed=0):
+    rng = np.random.default_rng(seed + 100 * rank)
+    x = rng.normal(size=(n, features)).astype(np.float32)
+    y = (x @ np.linspace(-1, 1, features).astype(np.float32) + 0.1 * rank)[:, None]
+    return x, y
+
+
+def _toy_model(tf, features=8):
+    return tf.keras.Sequential([tf.keras.layers.Input(shape=(features,)),
+                                tf.keras.layers.Dense(4, activation="relu"), tf.keras.layers.Dense(1)])
+
+
+def fingerprints(x) -> list:
+    """Short hashes of each example (row) of ``x``: which examples a rank trained on."""
+    x = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    return [hashlib.blake2b(row.tobytes(), digest_size=6).hexdigest() for row in x.reshape(len(x), -1)]
+
+
+# ---------------------------------------------------------------- the exercises' drivers
+def conversion(fn, rank, size, **train_args):
+    """``fn(**train_args) -> (model, x_train)``; weights, LR, data and files are observed."""
+    import tensorflow as tf
+
+    from hvdcourse.examples import data
+
+    tf.keras.utils.set_random_seed(1000 + rank)  # ranks start different: only a broadcast aligns them
+    recorder = _recorder(tf)
+    original_fit = tf.keras.Model.fit
+
+    def observed_fit(self, *args, callbacks=None, **kwargs):
+        return original_fit(self, *args, callbacks=list(callbacks or []) + [recorder], **kwargs)
+
+    tf.keras.Model.fit = observed_fit
+    returned = fn(**train_args)
+    if not (isinstance(returned, tuple) and len(returned) == 2):
+        raise TypeError("return (model, x_train): the trained model and the images this rank trained on")
+    model, x_train = returned
+    result = {"digest": _digest(model), "first_digest": recorder.first_digest, "lrs": recorder.lrs,
+              "batches": recorder.batches, "distributed": _is_distributed(model.optimizer),
+              "examples": fingerprints(x_train)}
+    if rank == 0:
+        full = data.load_mnist(quiet=True)
+        result["all_examples"] = fingerprints(data.to_model_inputs(full.x_train, full.y_train)[0])
+    return result
+
+
+def warmup(fn, rank, size, base_lr=0.01, warmup_epochs=2, steps_per_epoch=4, epochs=3):
+    """``fn(hvd, base_lr, warmup_epochs, steps_per_epoch) -> (optimizer, callbacks)`` on a toy model."""
+    tf, hvd = _keras_hvd()
+    tf.keras.utils.set_random_seed(7)  # same start on every rank: only gradient averaging keeps them equal
+    model = _toy_model(tf)
+    x, y = _toy_data(rank, n=8 * steps_per_epoch)
+    returned = fn(hvd, base_lr, warmup_epochs, steps_per_epoch)
+    if not (isinstance(returned, tuple) and len(returned) == 2):
+        raise TypeError("return a pair (optimizer, callbacks)")
+    optimizer, callbacks = returned
+    model.compile(optimizer=optimizer, loss="mse")
+    recorder = _recorder(tf)
+    model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0,
+              callbacks=list(callbacks or []) + [recorder])
+    return {"lrs": recorder.lrs, "digest": _digest(model), "distributed": _is_distributed(model.optimizer),
+            "steps_per_epoch": steps_per_epoch}
+
+
+def callbacks(fn, rank, size, checkpoint_dir="checkpoints", epochs=2):
+    """``fn(hvd, checkpoint_dir) -> callbacks``; metrics seen before and after them are recorded."""
+    tf, hvd = _keras_hvd()
+    tf.keras.utils.set_random_seed(1000 + rank)  # ranks start different: only a broadcast aligns them
+    model = _toy_model(tf)
+    x, y = _toy_data(rank, n=24)
+    x_val, y_val = _toy_data(rank, n=16, seed=1)  # each rank validates on its own, different part
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)), loss="mse",
+                  metrics=["mae"])
+    before, after = _recorder(tf), _recorder(tf)
+    learner = fn(hvd, checkpoint_dir)
+    if learner is None or not hasattr(learner, "__iter__"):
+        raise TypeError("return a list of Keras callbacks")
+    model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0, validation_data=(x_val, y_val),
+              callbacks=[before, *learner, after])
+    return {"before": before.epoch_logs, "after": after.epoch_logs, "first_digest": after.first_digest,
+            "digest": _digest(model)}

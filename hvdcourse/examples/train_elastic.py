@@ -1,0 +1,185 @@
+"""Horovod Elastic trainer: train on as many workers as there are, survive the loss of one (lesson: Faults, hangs and elastic training).
+
+Run with Gloo (elastic mode needs it), between 1 and 2 workers on this machine::
+
+    echo localhost:2 > hosts.txt
+    horovodrun -np 2 --min-np 1 --max-np 2 --network-interface lo \\
+        --host-discovery-script "python -m hvdcourse.runtime.discover_hosts --hosts-file hosts.txt" \\
+        python -m hvdcourse.examples.train_elastic --epochs 4
+
+What changes from ``train_hvd.py``:
+
+* the model, the optimizer and the progress (``epoch``, ``batch``) live in a
+  ``hvd.elastic.KerasState`` that every worker commits to its own memory every
+  ``--batches-per-commit`` steps;
+* the training function is wrapped in ``@hvd.elastic.run``: when a worker dies or the hosts change,
+  the survivors roll back to the last commit, form a new ring, take rank 0's state and call the
+  function again, which carries on from the committed epoch and batch;
+* what depends on the number of workers (data shards, steps per epoch, learning rate) is computed
+  inside that function or in a reset callback, never once at start.
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+
+def parser():
+    import argparse
+
+    from hvdcourse.examples.cli import positive_float, positive_int
+
+    p = argparse.ArgumentParser(description="Train the course's MNIST CNN with Horovod Elastic "
+                                            "(workers may leave or join while it runs).")
+    p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="batch size of ONE worker (default 32)")
+    p.add_argument("--lr", type=positive_float, default=1e-3,
+                   help="learning rate for one worker (default 1e-3), scaled by the current number of workers")
+    p.add_argument("--max-steps", type=positive_int, default=None, help="cap the steps per epoch (quick runs)")
+    p.add_argument("--batches-per-commit", type=positive_int, default=1,
+                   help="commit the state every N steps (default 1): a failure loses at most N steps")
+    p.add_argument("--data", default=None, metavar="NPZ", help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset)")
+    p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
+    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    p.add_argument("--threads", type=int, default=1, help="TensorFlow threads per worker (default 1)")
+    p.add_argument("--metrics-json", default=None, metavar="FILE", help="write the final metrics as JSON (rank 0)")
+    return p
+
+
+def main(argv=None, callbacks=()) -> int:
+    """Train; ``callbacks``: extra Keras callbacks (e.g. :mod:`hvdcourse.course.faults`)."""
+    args = parser().parse_args(argv)
+
+    import tensorflow as tf
+    import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour, with hvd.elastic
+
+    from hvdcourse.examples import data, model as course_model, training
+
+    hvd.init()  # Horovod: joins the job the elastic driver (horovodrun) manages
+    training.set_threads(args.threads, hvd.local_size())
+    tf.keras.utils.set_random_seed(args.seed)
+
+    dataset = data.load_mnist(args.data, download=args.download, quiet=hvd.rank() != 0)
+    x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
+    x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
+
+    model = course_model.build_model()
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=args.lr * hvd.size()))
+    model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
+    optimizer.build(model.trainable_variables)  # Horovod: create Adam's slots now: the state must be complete
+    state = hvd.elastic.KerasState(model, optimizer, epoch=0, batch=0)  # Horovod: what survives a failure
+
+    def on_reset():  # Horovod: after a worker left or joined, rescale the learning rate
+        optimizer.learning_rate.assign(args.lr * hvd.size())
+
+    state.register_reset_callbacks([on_reset])
+    progress = [hvd.elastic.UpdateEpochStateCallback(state), _BatchProgress(state),
+                hvd.elastic.CommitStateCallback(state, batches_per_commit=args.batches_per_commit), *callbacks]
+
+    @hvd.elastic.run  # Horovod: on a failure, roll back to the last commit, re-form the ring, call again
+    def train(state):
+        rank, size = hvd.rank(), hvd.size()
+        steps = training.steps_per_epoch(len(x_train), args.batch_size, size, args.max_steps)
+        if rank == 0:
+            print(f"[train_elastic] workers={size} start epoch={state.epoch} batch={state.batch} "
+                  f"optimizer_iterations={int(optimizer.iterations.numpy())} "
+                  f"lr={float(optimizer.learning_rate.numpy()):g} steps/epoch={steps}", flush=True)
+        ds = training.train_dataset(data.shard(x_train, rank, size), data.shard(y_train, rank, size),
+                                    args.batch_size, args.seed + 1000 * state.epoch + rank)
+        verbose = 2 if rank == 0 else 0
+        if state.batch:  # resume inside an epoch: finish its remaining steps first
+            state.model.fit(ds, steps_per_epoch=max(1, steps - state.batch), epochs=1,
+                            callbacks=progress, verbose=verbose)
+        if args.epochs > state.epoch:
+            state.model.fit(ds, steps_per_epoch=steps, epochs=args.epochs - state.epoch,
+                            callbacks=progress, verbose=verbose)
+
+    train(state)
+
+    metrics = training.evaluate(model, x_test, y_test)  # the whole test set on each worker (small)
+    digest = course_model.weights_digest(model)
+    print(f"[train_elastic] done rank={hvd.rank()} workers={hvd.size()} epochs={state.epoch} "
+          f"optimizer_iterations={int(optimizer.iterations.numpy())} test_accuracy={metrics['accuracy']:.4f} "
+          f"weights_sha256={digest}", flush=True)
+    if hvd.rank() == 0:
+        training.write_metrics(args.metrics_json, {**metrics, "workers": hvd.size(), "epochs": state.epoch,
+                                                    "optimizer_iterations": int(optimizer.iterations.numpy()),
+                                                    "weights_sha256": digest})
+    return 0
+
+
+START = re.compile(r"\[train_elastic\] workers=(?P<workers>\d+) start epoch=(?P<epoch>\d+) batch=(?P<batch>\d+) "
+                   r"optimizer_iterations=(?P<iterations>\d+) lr=\S+ steps/epoch=(?P<steps>\d+)")
+DONE = re.compile(r"\[train_elastic\] done rank=(?P<rank>\d+) workers=(?P<workers>\d+) epochs=(?P<epochs>\d+) "
+                  r"optimizer_iterations=(?P<iterations>\d+) test_accuracy=(?P<accuracy>\S+) "
+                  r"weights_sha256=(?P<digest>\w+)")
+
+
+def run_on_this_machine(trainer_args: list, hosts_file: str, hosts: list, np: int = 2, min_np: int = 1,
+                        then_hosts: list | None = None, when: str = "Epoch 2/", fault: dict | None = None,
+                        timeout: float = 300, cwd: str | None = None, echo: bool = False):
+    """Run this trainer under ``horovodrun``'s elastic mode on this machine; return ``(run, events)``.
+
+    ``hosts`` (``[(host, slots)]``) go into ``hosts_file``, which the discovery command reads every
+    second; ``then_hosts`` replace them when a line containing ``when`` appears (a host leaves).
+    ``fault`` (``dict(rank=1, at_step=25, mode="kill")``) is injected with :mod:`hvdcourse.course.faults`.
+    ``events`` maps ``"changed"``, ``"fault"`` and ``"resumed"`` (the first restart of the training
+    function) to seconds since the start, and ``"starts"``/``"done"`` to the parsed progress lines.
+    """
+    import time
+
+    from hvdcourse.runtime.discover_hosts import discovery_command, write_hosts
+    from hvdcourse.runtime.launch import run_ranks
+
+    write_hosts(hosts_file, hosts)
+    start, events = time.monotonic(), {}
+
+    def on_line(line):
+        now = time.monotonic() - start
+        if then_hosts is not None and "changed" not in events and when in line:
+            write_hosts(hosts_file, then_hosts)
+            events["changed"] = now
+        if "fault" not in events and "[hvdcourse.faults]" in line:
+            events["fault"] = now
+        if "resumed" not in events and START.search(line) and ("changed" in events or "fault" in events):
+            events["resumed"] = now
+
+    env, program = {}, [sys.executable, "-m", "hvdcourse.examples.train_elastic", *trainer_args]
+    if fault:
+        env = {"HVDCOURSE_FAIL_RANK": str(fault.get("rank", 1)), "HVDCOURSE_FAIL_AT_STEP": str(fault["at_step"]),
+               "HVDCOURSE_FAIL_MODE": fault.get("mode", "kill")}
+        program = [sys.executable, "-m", "hvdcourse.course.faults", "hvdcourse.examples.train_elastic", *trainer_args]
+    run = run_ranks(program, np=np, launcher="elastic", min_np=min_np, timeout=timeout, env=env, cwd=cwd,
+                    discovery=discovery_command(hosts_file), on_line=on_line, echo=echo)
+    events["starts"] = [{k: int(v) for k, v in m.groupdict().items()} for m in START.finditer(run.output)]
+    events["done"] = [m.groupdict() for m in DONE.finditer(run.output)]
+    return run, events
+
+
+def _BatchProgress(state):
+    """Keep ``state.batch`` = steps done in the current epoch, across resumed ``fit`` calls.
+
+    (Horovod's ``UpdateBatchStateCallback`` counts from 0 in every ``fit`` call, and TF 2 Keras
+    ignores the shortened step count it sets, so a resumed epoch would restart from its first step.)
+    """
+    import tensorflow as tf
+
+    class BatchProgress(tf.keras.callbacks.Callback):
+        offset = 0
+
+        def on_train_begin(self, logs=None):
+            self.offset = state.batch
+
+        def on_train_batch_end(self, batch, logs=None):
+            state.batch = self.offset + batch + 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            state.batch = self.offset = 0
+
+    return BatchProgress()
+
+
+if __name__ == "__main__":
+    from hvdcourse.examples.cli import run_main
+
+    sys.exit(run_main(main))

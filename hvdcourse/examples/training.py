@@ -1,0 +1,214 @@
+"""Training helpers shared by the single-worker and the Horovod trainers (lesson: Hands-on conversion).
+
+Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def set_threads(threads: int, processes_on_node: int = 1) -> int:
+    """Give TensorFlow ``threads`` intra-op threads (0: share this node's cores among its processes).
+
+    Two ranks on a 2-core machine each wanting all cores would fight for them; one thread per
+    rank is what makes multi-rank runs on a laptop efficient.
+    """
+    import tensorflow as tf
+
+    if threads <= 0:
+        threads = max(1, (os.cpu_count() or 1) // max(1, processes_on_node))
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
+    return threads
+
+
+PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat another seed's orders
+
+
+def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
+    """Shuffled, batched, endless tf.data pipeline over (x, y), starting at batch ``start_step``.
+
+    Pass ``p`` over the data is shuffled with its own seed, made of ``seed`` and ``p``, so the batch
+    at any position of the stream depends only on ``seed`` and that position. A run resumed after
+    ``k`` epochs (``start_step = k * steps_per_epoch``) therefore sees the very batches that an
+    uninterrupted run sees from there (lesson: Faults, hangs and elastic training).
+    """
+    import tensorflow as tf
+
+    per_pass = len(x) // batch_size
+    if per_pass < 1:
+        raise ValueError(f"batch size {batch_size} is larger than the {len(x)} examples of this worker; "
+                         "pass a smaller --batch-size")
+    first_pass, skip = divmod(start_step, per_pass)
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+
+    def one_pass(p):
+        order_seed = seed * PASS_SEED_STRIDE + p  # a different, reproducible order for every pass
+        return examples.shuffle(len(x), seed=order_seed).batch(batch_size, drop_remainder=True)
+
+    passes = tf.data.Dataset.counter(start=first_pass).flat_map(one_pass)
+    return passes.skip(skip).prefetch(2)
+
+
+def steps_per_epoch(num_examples: int, batch_size: int, workers: int = 1, max_steps: int | None = None) -> int:
+    """Steps that make one pass over the data with ``workers`` x ``batch_size`` images per step.
+
+    Every rank must run the same number of steps (each step is an allreduce): computing it from
+    the global size, not from a rank's own shard, guarantees that.
+    """
+    steps = max(1, num_examples // (workers * batch_size))
+    return min(steps, max_steps) if max_steps else steps
+
+
+def evaluate(model, x, y, batch_size: int = 256, reduce_sum=None) -> dict:
+    """Loss and accuracy of ``model`` on (x, y); ``reduce_sum`` adds up the partial sums of all ranks.
+
+    Each rank evaluates its own part; summing (loss total, correct, count) across ranks gives the
+    exact metrics on the whole set, whatever the part sizes.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from hvdcourse.examples.model import loss_fn
+
+    logits = model.predict(x, batch_size=batch_size, verbose=0)
+    loss_total = float(loss_fn()(y, logits).numpy()) * len(y)
+    correct = float(np.sum(np.argmax(logits, axis=1) == y))
+    sums = tf.constant([loss_total, correct, float(len(y))], dtype=tf.float64)
+    if reduce_sum is not None:
+        sums = reduce_sum(sums)
+    loss_total, correct, count = (float(v) for v in sums.numpy())
+    return {"loss": loss_total / count, "accuracy": correct / count, "examples": int(count)}
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint exists but cannot be restored; the message says what to do."""
+
+
+class EpochCheckpoint:
+    """Saves weights, optimizer state and the epoch number after every epoch; restores the latest.
+
+    Built on ``tf.train.CheckpointManager`` (writes are atomic: the index file is updated last).
+    Each save and restore prints one line with the epoch, the optimizer's step count and digests
+    of the weights and of the optimizer's state, so a resumed run can be checked against what was saved.
+    Build the optimizer's state first (``optimizer.build(model.trainable_variables)``): then
+    :attr:`variables` is the whole training state, what a distributed trainer broadcasts from rank 0.
+    """
+
+    def __init__(self, directory: str, model, optimizer, keep: int = 2):
+        import tensorflow as tf
+
+        self.directory = directory
+        self.model = model
+        self.optimizer = optimizer
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep=keep)
+
+    @property
+    def variables(self) -> list:
+        """The model's weights and the optimizer's variables (step count, learning rate, moments)."""
+        return [*self.model.variables, *optimizer_variables(self.optimizer)]
+
+    def describe(self) -> str:
+        """``epoch=E optimizer_iterations=I weights_sha256=W optimizer_sha256=O`` of the state in memory.
+
+        ``O`` digests the optimizer's own variables (step count, moments), as Keras lists them.
+        """
+        from hvdcourse.examples.model import variables_digest, weights_digest
+
+        return (f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
+                f"weights_sha256={weights_digest(self.model)} "
+                f"optimizer_sha256={variables_digest(self.optimizer.variables)}")
+
+    def save(self, epochs_done: int) -> str:
+        """Save the state after ``epochs_done`` epochs; print and return the checkpoint's path."""
+        self.epoch.assign(epochs_done)
+        path = self.manager.save(checkpoint_number=epochs_done)
+        print(f"[checkpoint] saved {self.describe()} to {path}", flush=True)
+        return path
+
+    def restore(self) -> int:
+        """Restore the latest checkpoint if any; return the number of epochs already done.
+
+        Raises :class:`CheckpointError` (a ``RuntimeError``) when the files are corrupt or incompatible.
+        """
+        latest = self.manager.latest_checkpoint
+        if latest is None:
+            return 0
+        try:
+            self.checkpoint.restore(latest).expect_partial()
+        except Exception as err:  # corrupt or incompatible files: say which and how to recover
+            raise CheckpointError(f"cannot restore checkpoint {latest!r} ({type(err).__name__}: "
+                                  f"{str(err).splitlines()[0] if str(err) else ''}). Delete {self.directory!r} "
+                                  "or pass --no-resume to start again.") from None
+        print(f"[checkpoint] restored {self.describe()} from {latest}", flush=True)
+        return int(self.epoch.numpy())
+
+    def restore_or_error(self):
+        """Like :meth:`restore`, but return the :class:`CheckpointError` instead of raising it.
+
+        Rank 0 broadcasts the result, so every rank learns that the run must stop (none is left
+        waiting in a collective for a rank that has exited).
+        """
+        try:
+            return self.restore()
+        except CheckpointError as err:
+            return err
+
+    def callback(self):
+        """A Keras callback that saves at the end of every epoch."""
+        import tensorflow as tf
+
+        outer = self
+
+        class _Save(tf.keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                outer.save(epoch + 1)
+
+        return _Save()
+
+
+def optimizer_variables(optimizer) -> list:
+    """The optimizer's variables, its learning rate included when that is a variable of its own.
+
+    The learning rate is restored with the rest: after a warm-up it is whatever the warm-up left.
+    """
+    variables = list(optimizer.variables() if callable(optimizer.variables) else optimizer.variables)
+    rate = getattr(optimizer, "_learning_rate", None)
+    if hasattr(rate, "assign") and not any(rate is v for v in variables):
+        variables.append(rate)
+    return variables
+
+
+def exit_if_error(value, show: bool = True):
+    """Return ``value``; if it is an exception (see :meth:`EpochCheckpoint.restore_or_error`), exit.
+
+    Prints ``error: <message>`` (when ``show``) and exits with status 2: a clean stop, no traceback.
+    """
+    if isinstance(value, BaseException):
+        if show:
+            print(f"error: {value}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return value
+
+
+def ensure_writable_dir(path: str) -> None:
+    """Create ``path`` or exit with a clear message if it cannot be written."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".write-test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as err:
+        sys.exit(f"error: checkpoint folder {path!r} is not writable ({err.strerror}). "
+                 "Pass --checkpoint-dir with a folder you can write to.")
+
+
+def write_metrics(path: str | None, metrics: dict) -> None:
+    if path:
+        with open(path, "w") as fh:
+            json.dump(metrics, fh, indent=2)

@@ -1,1 +1,0 @@
-"""Grading a class's exercise notebooks (``hvdcourse-grade``); see :mod:`hvdcourse.grading.grader`."""

@@ -1,0 +1,10 @@
+"""The bottom layer: running processes on ranks, knowing nothing of the course.
+
+Launching ranks with a timeout and clean-up (:mod:`~hvdcourse.runtime.launch`), the environment
+every launched process gets (:mod:`~hvdcourse.runtime.mpienv`), MPI engines for ``%%px`` cells
+(:mod:`~hvdcourse.runtime.engines`), host discovery for elastic runs, CPU binding on cluster
+nodes, this process's rank, and where the clone's files are (:mod:`~hvdcourse.runtime.paths`).
+Modules here import only the standard library, third-party packages and each other: never
+:mod:`hvdcourse.examples` or :mod:`hvdcourse.course` (the contracts in ``pyproject.toml``, checked by
+``tests/test_layers.py``, enforce it).
+"""
