@@ -31,10 +31,15 @@ def test_imports_only_go_down_the_layers():
     assert run.returncode == 0, f"lint-imports found an import that goes up a layer:\n{run.stdout}{run.stderr}"
 
 
+def _holds_python(folder: str) -> bool:
+    """A folder with Python source (a folder left holding only __pycache__ by a move is not a module)."""
+    return os.path.isdir(folder) and any(f.endswith(".py") for _, _, files in os.walk(folder) for f in files)
+
+
 def test_every_module_belongs_to_a_layer():
     strays = sorted(name for name in os.listdir(PACKAGE)
                     if name not in LAYERS + ("__init__.py", "__pycache__")
-                    and (name.endswith(".py") or os.path.isdir(os.path.join(PACKAGE, name))))
+                    and (name.endswith(".py") or _holds_python(os.path.join(PACKAGE, name))))
     assert not strays, (f"hvdcourse/{', hvdcourse/'.join(strays)} belong(s) to no layer: move it into "
                         f"hvdcourse/runtime, hvdcourse/examples or hvdcourse/course (README, 'Layout')")
 

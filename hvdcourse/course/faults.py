@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 from hvdcourse.runtime.ranks import launcher_rank
+from hvdcourse.runtime import processes
 
 MODES = ("crash", "kill", "exit", "hang")
 
@@ -241,32 +242,17 @@ def leftover_processes(marker: str, value: str, wait: float = 10.0, exclude=()) 
     daemon and engine it starts inherits it, even once orphaned. Whatever still carries the marker
     at the end was left behind. Returns ``[(pid, command line), ...]``.
     """
-    import psutil
-
-    skip = {os.getpid(), *exclude}
     deadline = time.monotonic() + wait
     while True:
-        found = []
-        for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-            if proc.info["pid"] in skip or proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            try:
-                if proc.environ().get(marker) == value:
-                    found.append((proc.info["pid"], " ".join(proc.info["cmdline"] or [])[:200]))
-            except (psutil.Error, OSError):  # gone or unreadable meanwhile
-                continue
+        found = processes.with_env(marker, value, exclude=exclude)
         if not found or time.monotonic() >= deadline:
-            return found
+            return processes.describe(found)
         time.sleep(0.5)
 
 
 def kill_processes(pids) -> None:
     """SIGKILL each of ``pids`` (those already gone are skipped)."""
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    processes.end(processes.by_pid(pids), grace=0)
 
 
 def main(argv=None) -> int:

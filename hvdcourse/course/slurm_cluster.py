@@ -17,15 +17,14 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
+from hvdcourse.runtime import processes
 from hvdcourse.runtime.mpienv import launch_env
-from hvdcourse.runtime.paths import ROOT
 
 DEFAULT_DIR = os.environ.get("HVDCOURSE_SLURM_DIR", "/tmp/hvdcourse-slurm")
 NODES = ("node1", "node2")
@@ -304,7 +303,6 @@ class LocalCluster:
         return before
 
     def _stop_processes(self, timeout: float) -> None:
-        import psutil
 
         if "slurmctld" in self.daemon_pids():
             try:
@@ -316,16 +314,10 @@ class LocalCluster:
             while time.monotonic() < deadline and self._jobs_left():
                 time.sleep(0.5)
         pids = self.daemon_pids()
-        for name in ("slurmd-" + n for n in NODES):  # nodes first, then the controller, munge last
-            _signal(pids.get(name), signal.SIGTERM)
-        _signal(pids.get("slurmctld"), signal.SIGTERM)
-        _wait_gone([pids.get(n) for n in pids if n != "munged"], 10)
-        _signal(pids.get("munged"), signal.SIGTERM)
-        _wait_gone([pids.get("munged")], 5)
-        left = self.processes()
-        for proc in left:
-            _signal(proc.pid, signal.SIGKILL)
-        psutil.wait_procs(left, timeout=5)
+        daemons = ["slurmd-" + n for n in NODES] + ["slurmctld"]  # nodes first, then the controller, munge last
+        processes.end(processes.by_pid(pids[n] for n in daemons if pids.get(n)), grace=10)
+        processes.end(processes.by_pid([pids["munged"]] if pids.get("munged") else []), grace=5)
+        processes.end(self.processes(), grace=0)
         survivors = self.processes()
         if survivors:
             raise ClusterError("these processes of the local cluster survived SIGKILL: "
@@ -406,20 +398,6 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def _signal(pid, sig) -> None:
-    if pid:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _wait_gone(pids, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(p and _alive(p) for p in pids):
-        time.sleep(0.2)
 
 
 def ensure_installed(install: bool = True) -> None:

@@ -26,11 +26,9 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 from hvdcourse.runtime.mpienv import launch_env, require_mpi
 from hvdcourse.runtime.paths import ROOT
@@ -230,37 +228,9 @@ def _kill(groups: list, pids: list, grace: float) -> int:
     """SIGTERM the groups and pids still alive, wait up to ``grace`` s, then SIGKILL what is left.
 
     Returns how many of ``pids`` are still alive at the end."""
-    import psutil
+    from hvdcourse.runtime import processes
 
-    def alive():
-        out = []
-        for pid in pids:
-            try:
-                proc = psutil.Process(pid)
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    out.append(proc)
-            except psutil.NoSuchProcess:
-                pass
-        return out
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        procs = alive()
-        if not procs:
-            return 0
-        for pgid in groups:
-            try:
-                os.killpg(pgid, sig)
-            except OSError:
-                pass
-        for proc in procs:
-            try:
-                proc.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        deadline = time.monotonic() + grace
-        while alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-    return len(alive())
+    return len(processes.end(processes.by_pid(pids), grace, groups=groups))
 
 
 def start_engines(n: int = 2, timeout: float = START_TIMEOUT, activate: bool = True,
