@@ -1,5 +1,5 @@
-"""Measurements behind the lesson *Hands-on conversion*: learning-rate scaling and warm-up, metric
-averaging, and how much of the data set each rank holds in memory.
+"""Learning-rate scaling and warm-up, metric averaging, and how much of the data set each rank holds in
+memory, measured (lesson: Converting a Keras MNIST script to Horovod).
 
 Run under Horovod (rank 0 writes one JSON file)::
 
@@ -258,7 +258,7 @@ def printed_metrics(line: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Measurements of the lesson Hands-on conversion.")
+    parser = argparse.ArgumentParser(description="Measurements of the lesson Converting a Keras MNIST script to Horovod.")
     parser.add_argument("--out", required=True, help="JSON file written by rank 0")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])

@@ -1,4 +1,4 @@
-"""Training helpers shared by the single-worker and the Horovod trainers (lesson: Hands-on conversion).
+"""Training helpers shared by the single-worker and the Horovod trainers (lesson: Converting a Keras MNIST script to Horovod).
 
 Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines.
 """

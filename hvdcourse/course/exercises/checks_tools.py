@@ -1,8 +1,8 @@
 """Checks of exercises 8-11: timeline analysis, choosing a setup from a scaling curve, a Slurm job
 script, and finding the bugs of a Horovod script.
 
-Lessons: Profiling with the timeline, Measuring performance, Running on a Slurm cluster,
-Hands-on conversion.
+Lessons: Profiling with the Horovod timeline; Measuring performance; Multi-node training with Slurm;
+Converting a Keras MNIST script to Horovod.
 """
 from __future__ import annotations
 
