@@ -156,7 +156,7 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
             self.values.append(float(self.model.optimizer.learning_rate))
 
     # One model and optimizer for all runs (compiled once: no re-tracing); each run starts from the
-    # seed's initial weights with the optimizer's state (step count, moments) set back to zero.
+    # initial weights of its seed, with the optimizer's state (step count, moments) set back to zero.
     model = course_model.build_model()
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=base_lr))
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])

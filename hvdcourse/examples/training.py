@@ -24,7 +24,7 @@ def set_threads(threads: int, processes_on_node: int = 1) -> int:
     return threads
 
 
-PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat another seed's orders
+PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat the orders of another seed
 
 
 def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
