@@ -52,3 +52,46 @@ def test_docstrings_name_lessons_by_their_exact_titles():
              for reference in lesson_references(text) if reference not in titles]
     assert not wrong, ("these lesson names are not the title ('# ' heading) of any page of the book, "
                        f"{sorted(titles)}:\n" + "\n".join(wrong))
+
+
+# --- Source documents are cited by their short names (hvdcourse.course.sources), never as "seeds" ---
+# "seed 002", "seed004_table", "the seed's mask list", "seed talk", "the seeds": a source document. Random
+# seeds ("seed=42", "--seed", "its own seed", "3 seeds", "seed + rank") do not match.
+SOURCE_CALLED_SEED = re.compile(
+    r"\bseed[ _]?\d{3}"                                      # seed 002, SEED_004, seed004_table
+    r"|\bseeds?(?:'s|')"                                     # the seed's mask list, the seeds' check script
+    r"|\bseeds?[ -](?:talk|guide|slides?|material|documents?|tables?|code|scripts?)\b"
+    r"|\b(?:the|these|first|second|third|fourth|fifth|one) seeds?\b(?! *=|-to-)",
+    re.IGNORECASE)
+SOURCES_FOLDER = "/work/shared/seeds/"  # the documents' folder outside the clone: a path, not a name
+
+
+def tracked_text_files() -> list:
+    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if not names:  # not a git clone (an unpacked archive): every page, module and test
+        names = [os.path.relpath(p, ROOT) for pattern in ("notebooks/*.md", "book/*.md", "README.md",
+                 "exercises/source/*.md", "hvdcourse/**/*.py", "tests/**/*.py", "slurm/**/*")
+                 for p in glob.glob(os.path.join(ROOT, pattern), recursive=True) if os.path.isfile(p)]
+    return [name for name in names if name.endswith((".md", ".py", ".sh", ".toml", ".yml", ".txt", "Makefile"))
+            and not name.startswith(("exercises/ex", "solutions/")) and name != "tests/test_docstrings.py"]
+
+
+def source_called_seed(text: str) -> list:
+    return [m.group(0) for m in SOURCE_CALLED_SEED.finditer(text.replace(SOURCES_FOLDER, ""))]
+
+
+def test_seed_pattern_tells_source_documents_from_random_seeds():
+    assert source_called_seed("seed 002's typo; a seed's mask list; seed004_table(); a seed talk; "
+                              "as on the seed slides; the first seed") == [
+        "seed 002", "seed's", "seed004", "seed talk", "the seed", "first seed"]
+    assert source_called_seed("seed=42, --seed 3, set_random_seed(1), each rank has its own seed, 3 seeds, "
+                              "seed + hvd.rank(), the same seed on every rank, seed-to-seed scatter, /work/shared/seeds/x.txt") == []
+
+
+def test_no_page_module_or_test_calls_a_source_document_a_seed():
+    found = [f"{name}:{number}: {hit!r}: {line.strip()[:100]}"
+             for name in tracked_text_files()
+             for number, line in enumerate(open(os.path.join(ROOT, name), encoding="utf-8", errors="replace"), 1)
+             for hit in source_called_seed(line)]
+    assert not found, ("cite a source document by its short name (hvdcourse.course.sources, the book's "
+                       "'Sources'), not as a seed:\n" + "\n".join(found))
