@@ -3,7 +3,7 @@
 
 Pages, docstrings and tests cite a document by its short name ("the Large-scale Computation guide
 calls ``LearningRateWarmupCallback(lr=...)``"); the book's introduction lists them all with
-:func:`markdown_table`. Where a document is wrong, the lessons quote it and say what is wrong.
+:func:`table`. Where a document is wrong, the lessons quote it and say what is wrong.
 """
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def cite(key: str) -> str:
     return f"{source.name}: {source.by}, *{source.title}*"
 
 
-def markdown_table() -> str:
-    """The sources as a Markdown table: short name, title, author, what it is."""
-    rows = ["| cited as | title | by | what |", "| --- | --- | --- | --- |"]
-    rows += [f"| the {s.name} | *{s.title}* | {s.by} | {s.what} |" for s in SOURCES.values()]
-    return "\n".join(rows)
+def table():
+    """The sources as a pandas frame for the book: short name, title, author, what it is."""
+    import pandas as pd
+
+    return pd.DataFrame([{"cited as": f"the {s.name}", "title": s.title, "by": s.by, "what": s.what}
+                         for s in SOURCES.values()])
