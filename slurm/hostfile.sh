@@ -1,5 +1,5 @@
 #!/bin/bash
-# Print a Horovod/OpenMPI hostfile ("host slots=N", seed 000's HOSTLIST format) for the current
+# Print a Horovod/OpenMPI hostfile ("host slots=N", the ELKH Cloud slides' HOSTLIST format) for the current
 # allocation (lesson: Multi-node training with Slurm). Inside salloc or a job script:
 #   slurm/hostfile.sh > HOSTLIST
 #   horovodrun -np "$SLURM_NTASKS" -hostfile HOSTLIST python -m hvdcourse.examples.train_hvd

@@ -1,4 +1,4 @@
-"""CPU-GPU binding masks (hvdcourse.runtime.binding) against the NUMA maps of the site files and of seed 001."""
+"""CPU-GPU binding masks (hvdcourse.runtime.binding) against the NUMA maps of the site files and of the Supercomputers talk."""
 import os
 
 import pytest
@@ -8,7 +8,7 @@ from hvdcourse.runtime import binding
 
 SITES = os.path.join(ROOT, "slurm", "sites")
 
-# What `srun rocm-smi --showtoponuma` and `srun lscpu | grep NUMA` print on a LUMI-G node (seed 001).
+# What `srun rocm-smi --showtoponuma` and `srun lscpu | grep NUMA` print on a LUMI-G node (the Supercomputers talk).
 LUMI_ROCM_SMI = "\n".join(f"GPU[{gpu}]      : (Topology) Numa Node: {numa}"
                           for gpu, numa in enumerate([3, 3, 1, 1, 0, 0, 2, 2]))
 LUMI_LSCPU = """NUMA node(s):                4
@@ -18,8 +18,8 @@ NUMA node2 CPU(s):           32-47,96-111
 NUMA node3 CPU(s):           48-63,112-127
 """
 LUMI_RESERVED = set(range(0, 64, 8))  # core 0 of every CCD is kept for the system on LUMI
-# Seed 001's mask line, as printed in the slides (${fe} is never set).
-SEED_MASK = ("0x${fe}000000000000,0x${fe}0000000000000000,0x${fe}0000,0x${fe}000000,0x${fe},0x${fe}00,"
+# The Supercomputers talk's mask line, as printed in its slides (${fe} is never set).
+TALK_MASK = ("0x${fe}000000000000,0x${fe}0000000000000000,0x${fe}0000,0x${fe}000000,0x${fe},0x${fe}00,"
              "0x${fe}00000000,0x${fe}000000000000")
 
 
@@ -52,7 +52,7 @@ def test_lumi_masks_equal_the_0xfe_shifted_by_ccd_list():
     assert binding.masks(lumi_layout()) == expected
 
 
-def test_lumi_map_cpu_is_the_seeds_list():
+def test_lumi_map_cpu_is_the_talks_list():
     assert binding.map_cpu(lumi_layout()) == [49, 57, 17, 25, 1, 9, 33, 41]
 
 
@@ -62,15 +62,15 @@ def test_each_lumi_map_cpu_core_is_inside_its_mask():
         assert mask >> core & 1
 
 
-def test_seed_mask_line_collapses_to_zero_masks_in_bash():
-    masks = binding.parse_mask_list(binding.expand_like_bash(SEED_MASK))
+def test_talks_mask_line_collapses_to_zero_masks_in_bash():
+    masks = binding.parse_mask_list(binding.expand_like_bash(TALK_MASK))
     assert masks == [0] * 8
     problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
     assert len(problems) == 8 and all("selects no core" in p for p in problems)
 
 
-def test_seed_mask_line_with_fe_filled_in_still_binds_two_gcds_wrongly():
-    masks = binding.parse_mask_list(binding.expand_like_bash(SEED_MASK, {"fe": "fe"}))
+def test_talks_mask_line_with_fe_filled_in_still_binds_two_gcds_wrongly():
+    masks = binding.parse_mask_list(binding.expand_like_bash(TALK_MASK, {"fe": "fe"}))
     problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
     assert any(p.startswith("GPU 1 ") and "outside its NUMA domain" in p for p in problems)  # 0xfe << 64
     assert any(p.startswith("GPU 7:") and "also in the mask of GPU 0" in p for p in problems)  # copy of GPU 0

@@ -1,5 +1,5 @@
-"""Measurements behind the lesson *Hands-on conversion*: learning-rate scaling and warm-up, metric
-averaging, and how much of the data set each rank holds in memory.
+"""Learning-rate scaling and warm-up, metric averaging, and how much of the data set each rank holds in
+memory, measured (lesson: Converting a Keras MNIST script to Horovod).
 
 Run under Horovod (rank 0 writes one JSON file)::
 
@@ -156,7 +156,7 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
             self.values.append(float(self.model.optimizer.learning_rate))
 
     # One model and optimizer for all runs (compiled once: no re-tracing); each run starts from the
-    # seed's initial weights with the optimizer's state (step count, moments) set back to zero.
+    # initial weights of its seed, with the optimizer's state (step count, moments) set back to zero.
     model = course_model.build_model()
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=base_lr))
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
@@ -258,7 +258,7 @@ def printed_metrics(line: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Measurements of the lesson Hands-on conversion.")
+    parser = argparse.ArgumentParser(description="Measurements of the lesson Converting a Keras MNIST script to Horovod.")
     parser.add_argument("--out", required=True, help="JSON file written by rank 0")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])

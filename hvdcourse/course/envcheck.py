@@ -1,7 +1,8 @@
 """hvdcourse-check: is this environment fit for the course? (lesson: Installing Horovod).
 
-The seeds' ``check_hvd.py`` idea, done properly: it reports what Horovod was built with, checks
-what the course needs, and exits non-zero with a one-line fix when something is missing.
+The build-check script (``check_hvd.py``) of the Supercomputers talk and the Large-scale Computation
+guide, done properly: it reports what Horovod was built with, checks what the course needs, and exits
+non-zero with a one-line fix when something is missing.
 
 * ``hvdcourse-check``                 - build report + a 1-rank run (no launcher needed)
 * ``hvdcourse-check --ranks 2``       - also launches itself on 2 ranks (Gloo and MPI) and checks

@@ -1,4 +1,4 @@
-"""Command-line options shared by the course's training scripts (lesson: Hands-on conversion)."""
+"""Command-line options shared by the course's training scripts (lesson: Converting a Keras MNIST script to Horovod)."""
 from __future__ import annotations
 
 import argparse

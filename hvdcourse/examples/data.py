@@ -1,4 +1,4 @@
-"""MNIST for the course, online or offline (lesson: Hands-on conversion).
+"""MNIST for the course, online or offline (lesson: Converting a Keras MNIST script to Horovod).
 
 Where the data comes from, in order:
 

@@ -1,4 +1,4 @@
-"""The course's MNIST model (lesson: Hands-on conversion).
+"""The course's MNIST model (lesson: Converting a Keras MNIST script to Horovod).
 
 A small CNN in the spirit of Horovod's ``keras_mnist`` example, sized so that an epoch on the
 offline data takes seconds on one CPU core.

@@ -1,4 +1,4 @@
-"""Horovod MNIST trainer: ``train_single.py`` plus the ``# Horovod:`` lines (lesson: Hands-on conversion).
+"""Horovod MNIST trainer: ``train_single.py`` plus the ``# Horovod:`` lines (lesson: Converting a Keras MNIST script to Horovod).
 
 Run on 2 ranks with any of:
 ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.examples.train_hvd``,

@@ -1,4 +1,4 @@
-"""MNIST trainer with TensorFlow's ``MultiWorkerMirroredStrategy`` (lessons: Measuring performance,
+"""MNIST trainer with TensorFlow's ``MultiWorkerMirroredStrategy`` (lessons: Measuring performance;
 Beyond Horovod).
 
 The peer a TensorFlow user would pick instead of Horovod: same model, data, per-worker batch and

@@ -1,4 +1,4 @@
-"""Single-worker MNIST trainer: the starting point of the conversion (lesson: Hands-on conversion).
+"""Single-worker MNIST trainer: the starting point of the conversion (lesson: Converting a Keras MNIST script to Horovod).
 
 Run: ``python -m hvdcourse.examples.train_single --epochs 3``. Its Horovod twin, ``train_hvd.py``, has the
 same lines in the same order plus the ``# Horovod:`` ones.

@@ -1,4 +1,4 @@
-"""Horovod MNIST trainer with a custom training loop (lesson: Hands-on conversion).
+"""Horovod MNIST trainer with a custom training loop (lesson: Converting a Keras MNIST script to Horovod).
 
 The same model, data and options as ``train_hvd.py``, but the training step is written by hand with
 ``tf.GradientTape``: Horovod then needs ``hvd.DistributedGradientTape`` (instead of

@@ -1,4 +1,4 @@
-"""Training helpers shared by the single-worker and the Horovod trainers (lesson: Hands-on conversion).
+"""Training helpers shared by the single-worker and the Horovod trainers (lesson: Converting a Keras MNIST script to Horovod).
 
 Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines.
 """
@@ -24,7 +24,7 @@ def set_threads(threads: int, processes_on_node: int = 1) -> int:
     return threads
 
 
-PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat another seed's orders
+PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat the orders of another seed
 
 
 def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):

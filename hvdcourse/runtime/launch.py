@@ -1,4 +1,4 @@
-"""Run a command on N ranks with a hard timeout and full clean-up (lesson: Horovod's design).
+"""Run a command on N ranks with a hard timeout and full clean-up (lesson: Horovod's design, explored live).
 
 Every multi-process run of the course (tests, notebooks, checks, grader) goes through
 :func:`run_ranks`: it starts the launcher in its own process group, enforces a wall-clock limit and

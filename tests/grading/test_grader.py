@@ -77,7 +77,7 @@ def test_classic_mistakes_get_the_intended_deductions(graded):
     "that is the average of the two ranks' means",  # ex02: unweighted mean of means
     "never used",  # ex03: remainder dropped
     "send one chunk (1/N of the vector) per step",  # ex04: whole vectors
-    "it is initial_lr=",  # ex06: the seed's lr= argument
+    "it is initial_lr=",  # ex06: the Large-scale Computation guide's lr= argument
     "add hvd.callbacks.MetricAverageCallback()",  # ex07: metrics not averaged
     "append the checkpoint callback only if hvd.rank() == 0",  # ex07: every rank writes
     "sbatch ignores '#SBATCH --ntasks-per-node",  # ex10: header after a command

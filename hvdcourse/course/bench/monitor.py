@@ -1,6 +1,6 @@
 """Watch CPU and memory while something trains (lesson: Measuring performance).
 
-The seed's cloud cluster ran Prometheus and Grafana to watch GPUs, CPUs and the network during
+The ELKH Cloud slides' cluster ran Prometheus and Grafana to watch GPUs, CPUs and the network during
 training. On one machine the same questions ("are all cores busy? is the machine swapping? are
 processes fighting?") are answered by sampling ``psutil`` a few times per second::
 

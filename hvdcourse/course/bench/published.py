@@ -5,10 +5,13 @@
   GPUs, about twice what standard distributed TensorFlow (parameter servers) reached; Horovod's
   documentation later quotes 90% (Inception V3, ResNet-101) and 68% (VGG-16) on 512 GPUs. Both are
   *weak scaling* with synthetic data (tf_cnn_benchmarks; the documented command uses 64 images per GPU).
-* Seed 004, "Benchmarking Horovod and Ray for Distributed DNN training on GPU cluster" (2022):
+* The Horovod-and-Ray benchmark (Dey & Banerjee, *Benchmarking Horovod and Ray for Distributed DNN
+  training on GPU cluster*, 2022):
   1 vs 2 GPUs, batch 32, training time, test accuracy and images/s, transcribed as printed.
 """
 from __future__ import annotations
+
+from hvdcourse.course import sources
 
 SERGEEV_2018 = {
     "source": "Sergeev & Del Balso 2018, arXiv:1802.05799; Horovod documentation (benchmarks page)",
@@ -22,19 +25,19 @@ SERGEEV_2018 = {
     },
 }
 
-SEED_000 = {
-    "source": "seed 000 (SZTAKI / ELKH Cloud Horovod reference architecture, 2023)",
+ELKH_CLOUD = {
+    "source": sources.cite("elkh_cloud"),
     "hardware": "1-8 virtual machines, each 16 vCPU, 64 GB RAM, one NVIDIA V100 32 GB, 10 Gbit/s network",
     "workload": "official TensorFlow benchmark scripts, ResNet models, CIFAR-10 and ImageNet, "
                 "batch 32 (default) and 196 (largest that fits)",
     "measured": "images/s, scaling efficiency, accuracy (ResNet-101 on ImageNet to 75% top-1 on 8 nodes)",
 }
 
-# Seed 004's tables, exactly as printed. Keys: (framework, workload, node) -> (1 GPU, 2 GPUs).
-SEED_004_NODES = {"Node 5": "2x Titan RTX (PCIe), 2x AMD EPYC", "Node 9": "4x V100, Intel Xeon, Optane"}
-SEED_004_WORKLOADS = {"RN50+MNIST": "ResNet-50 on MNIST", "MN+F-MNIST": "MobileNetV2 on Fashion-MNIST"}
-SEED_004_TRAINING_IMAGES = 60000
-SEED_004 = {
+# The Horovod-and-Ray benchmark's tables, exactly as printed. Keys: (framework, workload, node) -> (1 GPU, 2 GPUs).
+HOROVOD_RAY_NODES = {"Node 5": "2x Titan RTX (PCIe), 2x AMD EPYC", "Node 9": "4x V100, Intel Xeon, Optane"}
+HOROVOD_RAY_WORKLOADS = {"RN50+MNIST": "ResNet-50 on MNIST", "MN+F-MNIST": "MobileNetV2 on Fashion-MNIST"}
+HOROVOD_RAY_TRAINING_IMAGES = 60000
+HOROVOD_RAY = {
     "training_time_s": {
         ("Ray Train", "RN50+MNIST", "Node 5"): (4.0798, 2.789),
         ("Ray Train", "RN50+MNIST", "Node 9"): (3.353, 1.848),
@@ -69,12 +72,12 @@ SEED_004 = {
 
 
 def as_fraction(accuracy: float) -> float:
-    """Seed 004 prints Ray's accuracy as a fraction (0.99) and Horovod's in percent (90.2): one unit."""
+    """The Horovod-and-Ray benchmark prints Ray's accuracy as a fraction (0.99) and Horovod's in percent (90.2): one unit."""
     return accuracy / 100 if accuracy > 1 else accuracy
 
 
-def seed004_table():
-    """Seed 004's tables as one pandas frame, with the speedups and consistency checks computed.
+def horovod_ray_table():
+    """The Horovod-and-Ray benchmark's tables as one pandas frame, with the speedups and consistency checks computed.
 
     ``images/s from time`` = 60,000 training images / training time: where it matches the printed
     images/s, the printed images/s is not a separate measurement but one epoch's time inverted.
@@ -82,18 +85,18 @@ def seed004_table():
     import pandas as pd
 
     rows = []
-    for key, (t1, t2) in SEED_004["training_time_s"].items():
+    for key, (t1, t2) in HOROVOD_RAY["training_time_s"].items():
         framework, workload, node = key
-        r1, r2 = SEED_004["images_per_s"][key]
-        a1, a2 = SEED_004["test_accuracy"][key]
+        r1, r2 = HOROVOD_RAY["images_per_s"][key]
+        a1, a2 = HOROVOD_RAY["test_accuracy"][key]
         rows.append({
             "framework": framework, "workload": workload, "node": node,
             "time 1 GPU (s)": t1, "time 2 GPUs (s)": t2,
             "speedup (time)": round(t1 / t2, 2),
             "images/s 1 GPU": r1, "images/s 2 GPUs": r2,
             "speedup (images/s)": round(r2 / r1, 2),
-            "60000/time 1 GPU": round(SEED_004_TRAINING_IMAGES / t1),
-            "60000/time 2 GPUs": round(SEED_004_TRAINING_IMAGES / t2),
+            "60000/time 1 GPU": round(HOROVOD_RAY_TRAINING_IMAGES / t1),
+            "60000/time 2 GPUs": round(HOROVOD_RAY_TRAINING_IMAGES / t2),
             "accuracy 1 GPU": as_fraction(a1), "accuracy 2 GPUs": as_fraction(a2),
         })
     return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""Checks learners call from the exercise notebooks, and the list of exercises (lesson: all exercises).
+"""Checks learners call from the exercise notebooks, and the list of exercises.
 
 In a notebook::
 

@@ -1,7 +1,7 @@
 """Checks of exercises 1-4: collectives, an exact global mean, sharding, a ring allreduce.
 
-Lessons: Horovod's design (collectives), Parameter servers and ring-allreduce (ring), Hands-on
-conversion (sharding).
+Lessons: Horovod's design, explored live; Converting a Keras MNIST script
+to Horovod; Parameter servers and ring-allreduce.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Checks of exercises 8-11: timeline analysis, choosing a setup from a scaling curve, a Slurm job
 script, and finding the bugs of a Horovod script.
 
-Lessons: Profiling with the timeline, Measuring performance, Running on a Slurm cluster,
-Hands-on conversion.
+Lessons: Profiling with the Horovod timeline; Measuring performance; Multi-node training with Slurm;
+Converting a Keras MNIST script to Horovod.
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ CHOICE_CASES = [
     ({64: {1: 200.0, 2: 380.0, 4: 560.0, 8: 700.0}}, 0.8, 4096, (64, 2),
      "8 workers are fastest but only 44% efficient: the efficiency floor rules them out"),
     ({32: {1: 93618.0, 2: 64102.0}}, 0.7, 1024, (32, 1),
-     "seed 004 measured 2 GPUs slower than 1: then one worker is the answer"),
+     "the Horovod-and-Ray benchmark measured 2 GPUs slower than 1: then one worker is the answer"),
 ]
 
 
@@ -252,7 +252,7 @@ def ex10_slurm(c, job_script):
         c.judge(key, not found, "; ".join(found[:2]), hints[key])
     finding = shellcheck(scripts[SLURM_CASES[0]])
     c.judge("shellcheck", not finding, f"shellcheck: {finding}",
-            "seed 001's masks used ${fe}, which is never set, so every mask was empty: "
+            "the Supercomputers talk's masks used ${fe}, which is never set, so every mask was empty: "
             "shellcheck catches that kind of mistake before a job wastes its queue time")
 
 

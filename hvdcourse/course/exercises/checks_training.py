@@ -1,5 +1,6 @@
 """Checks of exercises 5-7: the 6-step conversion, LR scaling and warm-up, rank-0 checkpoints and
-averaged metrics (lessons: Hands-on conversion, Horovod's design).
+averaged metrics (lessons: Converting a Keras MNIST script to Horovod;
+Horovod's design, explored live).
 
 Each runs the learner's code on 2 ranks through :mod:`hvdcourse.course.exercises.harness` and judges what
 the drivers observed, never what the code says about itself.

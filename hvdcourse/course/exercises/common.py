@@ -1,4 +1,4 @@
-"""Helpers shared by the exercise checks (lesson: all exercises)."""
+"""Helpers shared by the exercise checks."""
 from __future__ import annotations
 
 import inspect

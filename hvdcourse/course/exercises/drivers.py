@@ -1,4 +1,4 @@
-"""Trusted code that runs a learner's function on each rank and reports what happened (lesson: all exercises).
+"""Trusted code that runs a learner's function on each rank and reports what happened.
 
 Called by :mod:`hvdcourse.course.exercises.harness` as ``driver(fn, rank, size, **args)`` inside the rank's
 own folder; returns JSON-able data that the check in :mod:`hvdcourse.course.exercises.checks` judges. The

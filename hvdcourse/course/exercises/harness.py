@@ -1,4 +1,4 @@
-"""Run a learner's function on several ranks and collect what each rank saw (lesson: all exercises).
+"""Run a learner's function on several ranks and collect what each rank saw.
 
 The check side (:func:`run_on_ranks`) pickles the function with cloudpickle (so helpers and constants
 it uses from the notebook travel with it), starts ``python -m hvdcourse.course.exercises.harness DIR`` on N

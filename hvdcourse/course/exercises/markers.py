@@ -1,4 +1,4 @@
-"""Solution markers: one source, a learner version and a solution version (lesson: all exercises).
+"""Solution markers: one source, a learner version and a solution version.
 
 Like nbgrader's *clearsolutions*: in a code or markdown cell, the lines between ``### BEGIN SOLUTION``
 and ``### END SOLUTION`` are the solution. :func:`clear_solutions` replaces each region by a

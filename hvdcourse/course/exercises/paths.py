@@ -1,4 +1,4 @@
-"""Where the exercise sources, learner and solution notebooks live (lesson: all exercises).
+"""Where the exercise sources, learner and solution notebooks live.
 
 The grader runs student code with ``HVDCOURSE_GRADING=1``: then :func:`solutions_dir` refuses to
 answer, so no course helper can lead student code to the solutions.

@@ -1,4 +1,4 @@
-"""Checks in two halves: observe the learner's answers in one process, judge in another (lesson: instructor guide).
+"""Checks in two halves: observe the learner's answers in one process, judge in another (lesson: Instructor guide).
 
 A check talks to a learner's answer only through :func:`hvdcourse.course.exercises.common.call`,
 :func:`hvdcourse.course.exercises.common.require_function` and :func:`hvdcourse.course.exercises.harness.run_on_ranks`.

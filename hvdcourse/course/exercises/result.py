@@ -1,4 +1,4 @@
-"""What a check found, as learners read it and as the grader stores it (lesson: all exercises).
+"""What a check found, as learners read it and as the grader stores it.
 
 A check declares its criteria (each worth some points) up front, so an exercise's maximum never
 depends on how far a learner got; each criterion then passes or fails with a specific detail and a

@@ -1,4 +1,4 @@
-"""The answer run: the learner's definitions, observed by the checks, written out as data (lesson: instructor guide).
+"""The answer run: the learner's definitions, observed by the checks, written out as data (lesson: Instructor guide).
 
 Started by the grader (as the sandbox's user, with its limits, after every process of the
 notebook's own run is gone) as ``python -m hvdcourse.course.grading.answers JOB.json`` in a fresh folder.

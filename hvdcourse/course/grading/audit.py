@@ -1,4 +1,4 @@
-"""The grader's sandbox inside every Python process of a submission (lesson: instructor guide, grading).
+"""The grader's sandbox inside every Python process of a submission (lesson: Instructor guide).
 
 The grader starts the student's kernel with ``PYTHONPATH`` pointing at a folder whose
 ``sitecustomize.py`` calls :func:`install`; the MPI ranks a check starts inherit the environment, so

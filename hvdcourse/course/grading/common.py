@@ -1,4 +1,4 @@
-"""What the grader's two ways of running a class share (lesson: instructor guide, grading).
+"""What the grader's two ways of running a class share (lesson: Instructor guide).
 
 :mod:`hvdcourse.course.grading.grader` grades on this machine, :mod:`hvdcourse.course.grading.slurm`
 as a Slurm job array; both budget each notebook with the same grace period and print the same

@@ -1,4 +1,4 @@
-"""Start a submission's process under the grader's limits, as the sandbox's own user (lesson: instructor guide).
+"""Start a submission's process under the grader's limits, as the sandbox's own user (lesson: Instructor guide).
 
     python -m hvdcourse.course.grading.confine --mem-mb M --nproc N --cpu S [--uid U] [--give FILE] -- CMD ...
 

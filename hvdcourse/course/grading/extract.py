@@ -1,4 +1,4 @@
-"""The answers of a notebook, read from its text by the grader itself (lesson: instructor guide, grading).
+"""The answers of a notebook, read from its text by the grader itself (lesson: Instructor guide).
 
 The answer run (:mod:`hvdcourse.course.grading.answers`) must hold the learner's answers and nothing else
 the notebook does: a cell that patches the course's checks, wraps ``sys.stdout`` or forges files

@@ -1,4 +1,4 @@
-"""``hvdcourse-grade``: grade a class's exercise notebooks in one command (lesson: instructor guide).
+"""``hvdcourse-grade``: grade a class's exercise notebooks in one command (lesson: Instructor guide).
 
     hvdcourse-grade SUBMISSIONS --out RESULTS [--timeout S] [--jobs N|auto] [--mem-mb M] [--slurm]
 

@@ -1,4 +1,4 @@
-"""The judge: points from the answer data, in a process no learner code ever ran in (lesson: instructor guide).
+"""The judge: points from the answer data, in a process no learner code ever ran in (lesson: Instructor guide).
 
 Started by the grader as ``python -I -c ...`` with a clean environment and the course's own package
 on its path (the folder the grader itself was loaded from; the sandbox's user cannot write there),

@@ -1,4 +1,4 @@
-"""What the grader sets up inside the student's kernel: only an output cap (lesson: instructor guide).
+"""What the grader sets up inside the student's kernel: only an output cap (lesson: Instructor guide).
 
 Nothing that decides points runs in the student's kernel: see :mod:`hvdcourse.course.grading.judge`.
 """

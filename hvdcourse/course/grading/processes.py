@@ -1,4 +1,4 @@
-"""Find and kill every process a submission started (lesson: instructor guide, grading).
+"""Find and kill every process a submission started (lesson: Instructor guide).
 
 The grader gives each submission's runner a unique token in its environment; the kernel, ``mpirun``
 and the ranks inherit it, even after their parents die and they are re-parented. Killing by token

@@ -1,4 +1,4 @@
-"""Scores, feedback and class summary from the graded notebooks (lesson: instructor guide, grading).
+"""Scores, feedback and class summary from the graded notebooks (lesson: Instructor guide).
 
 Input: for every student, the reports of their notebooks (see :mod:`hvdcourse.course.grading.runner`).
 Output: ``scores.csv`` (one row per student, one column per exercise), ``feedback/<student>.md``,

@@ -1,4 +1,4 @@
-"""Execute one student notebook in its sandbox and report what happened (lesson: instructor guide).
+"""Execute one student notebook in its sandbox and report what happened (lesson: Instructor guide).
 
 Started by the grader as ``python -m hvdcourse.course.grading.runner --job JOB.json`` (under ``unshare``
 where available), in its own session. It copies the notebook into the sandbox folder (converting

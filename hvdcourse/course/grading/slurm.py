@@ -1,4 +1,4 @@
-"""``hvdcourse-grade --slurm``: grade a class as a Slurm job array (lesson: instructor guide, grading).
+"""``hvdcourse-grade --slurm``: grade a class as a Slurm job array (lesson: Instructor guide).
 
 The grader writes the list of units (one per student, or one per notebook) and the grading options
 into a shared folder, submits one array task per unit (``sbatch --array``), waits for the array

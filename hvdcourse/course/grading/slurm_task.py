@@ -1,4 +1,4 @@
-"""One task of ``hvdcourse-grade --slurm``, on a compute node (lesson: instructor guide, grading).
+"""One task of ``hvdcourse-grade --slurm``, on a compute node (lesson: Instructor guide).
 
 Slurm starts it as ``python -m hvdcourse.course.grading.slurm_task --task TASKS.json`` (the batch
 script of :mod:`hvdcourse.course.grading.slurm`): it grades its unit with the local grader

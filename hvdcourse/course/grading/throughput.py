@@ -1,4 +1,4 @@
-"""How fast the grader grades, from recorded runs (lesson: instructor guide, grading).
+"""How fast the grader grades, from recorded runs (lesson: Instructor guide).
 
 The figures come from ``book/data/grading_throughput.json``, written by the grader itself::
 
