@@ -20,13 +20,11 @@ from hvdcourse.runtime.mpienv import launch_env, require_mpi
 
 LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
 ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
-# horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI).
+# horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI); run_ranks asks
+# mpirun for the same tags. Values no longer travel in the output (hvdcourse.runtime.results), but its
+# lines are still read: by people (echo), by failure_summary (which rank failed first) and by lessons
+# that quote the trainers' log lines; the tags are what lets mend_tagged_lines keep those lines whole.
 _RANK_TAG = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
-
-
-def untag(text: str) -> str:
-    """Remove horovodrun's per-line rank tags so outputs of all launchers read alike."""
-    return _RANK_TAG.sub("", mend_tagged_lines(text))
 
 
 def mend_tagged_lines(text: str) -> str:
