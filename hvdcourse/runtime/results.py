@@ -71,7 +71,3 @@ def collect(folder: str, np: int) -> list:
 def remove_folder(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
-
-def missing_ranks(results: list) -> list:
-    """The ranks that reported nothing, for an error line such as ``rank(s) [1] reported no result``."""
-    return [rank for rank, records in enumerate(results) if records is None]
