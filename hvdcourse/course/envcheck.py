@@ -120,21 +120,22 @@ def rank_line() -> tuple[str, float]:
 
 def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
     """Launch this module on ``np`` ranks under each launcher; return the problems found."""
-    from hvdcourse.runtime.launch import run_ranks, untag
+    from hvdcourse.runtime.launch import run_ranks
 
     problems = []
     expected_sum = np * (np + 1) / 2
     for launcher in launchers:
         run = run_ranks([sys.executable, "-m", "hvdcourse.course.envcheck", "--rank-line"], np, launcher, timeout)
-        lines = sorted(l.strip() for l in untag(run.output).splitlines() if l.strip().startswith("rank="))
+        answers = [found[-1] for found in run.results if found]  # each rank reports its line and its sum
         print(f"--- {np} ranks, horovodrun --{launcher} ({run.seconds:.1f} s)")
-        for line in lines:
-            print("  " + line)
-        if not run.ok or len(lines) != np:
+        for answer in answers:
+            print("  " + answer["line"])
+        if not run.ok or len(answers) != np:
+            silent = [rank for rank, found in enumerate(run.results) if not found]
             tail = "\n    ".join(run.output.strip().splitlines()[-8:])
             problems.append(f"{np}-rank run under {launcher} failed (exit {run.returncode}, "
-                            f"{len(lines)}/{np} ranks answered):\n    {tail}")
-        elif not all(f"allreduce_sum={expected_sum:g}" in l for l in lines):
+                            f"{len(answers)}/{np} ranks answered; silent: rank(s) {silent}):\n    {tail}")
+        elif not all(answer["allreduce_sum"] == expected_sum for answer in answers):
             problems.append(f"{launcher}: allreduce gave a wrong sum (expected {expected_sum:g})")
     return problems
 
@@ -152,7 +153,11 @@ def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     if args.rank_line:
-        print(rank_line()[0], flush=True)
+        from hvdcourse.runtime.results import report
+
+        line, total = rank_line()
+        print(line, flush=True)
+        report({"line": line, "allreduce_sum": total})
         return 0
 
     lines, problems = build_report()

@@ -125,9 +125,8 @@ def batch_norm_views(features) -> dict:
 
 
 def main(argv=None) -> int:
-    """Under a Horovod launcher: print each rank's batch-normalisation statistics as JSON lines."""
+    """Under a Horovod launcher: each rank reports its batch-normalisation statistics (``RankRun.results``)."""
     import argparse
-    import json
     import sys
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -140,14 +139,18 @@ def main(argv=None) -> int:
     import horovod.tensorflow as hvd
 
     from hvdcourse.examples import data
+    from hvdcourse.runtime.results import report
 
     hvd.init()
     images = data.shard(data.load_mnist(quiet=True).x_train, hvd.rank(), hvd.size())
     if max(args.per_rank_batch) > len(images):
         parser.error(f"--per-rank-batch: a rank's shard has only {len(images)} images")
     for batch in args.per_rank_batch:
-        report = batch_norm_views(quadrant_features(images[:batch]))
-        print("[batchnorm] " + json.dumps(report), flush=True)
+        views = batch_norm_views(quadrant_features(images[:batch]))
+        print(f"[batchnorm] rank {views['rank']}, batch {batch}: own means "
+              f"{[round(m, 4) for m in views['own_mean']]}, all ranks' {[round(m, 4) for m in views['global_mean']]}",
+              flush=True)  # for a person; the caller gets:
+        report(views)
     sys.stdout.flush()
     return 0
 

@@ -13,19 +13,18 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from hvdcourse.runtime import results as rank_results
 from hvdcourse.runtime.mpienv import launch_env, require_mpi
 
 LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
 ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
-# horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI).
+# horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI); run_ranks asks
+# mpirun for the same tags. Values no longer travel in the output (hvdcourse.runtime.results), but its
+# lines are still read: by people (echo), by failure_summary (which rank failed first) and by lessons
+# that quote the trainers' log lines; the tags are what lets mend_tagged_lines keep those lines whole.
 _RANK_TAG = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
-
-
-def untag(text: str) -> str:
-    """Remove horovodrun's per-line rank tags so outputs of all launchers read alike."""
-    return _RANK_TAG.sub("", mend_tagged_lines(text))
 
 
 def mend_tagged_lines(text: str) -> str:
@@ -64,10 +63,21 @@ class RankRun:
     seconds: float
     timed_out: bool
     failure: str = ""  # one line naming the rank that failed first, when the output tells
+    # what each rank passed to hvdcourse.runtime.results.report, in rank order: a list of records,
+    # or None for a rank that reported nothing
+    results: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
+
+    def rank_results(self, rank: int = 0) -> list:
+        """The records ``rank`` reported; raises ``RuntimeError`` naming the rank if it reported none."""
+        if rank >= len(self.results) or self.results[rank] is None:
+            status = "timed out" if self.timed_out else f"exit code {self.returncode}"
+            raise RuntimeError(f"rank {rank} reported no result ({status}); its output ends:\n"
+                               + "\n".join(self.output.strip().splitlines()[-15:]))
+        return self.results[rank]
 
 
 def launcher_command(np: int, launcher: str, program: list, discovery: str | None = None,
@@ -196,8 +206,22 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
     is called for each line as it arrives (e.g. to change the hosts of an elastic run).
     A failed run ends its output with one ``[hvdcourse] FAILED`` line naming the rank that failed
     first, when the launcher's output tells (also in ``RankRun.failure``).
+    What the ranks pass to :func:`hvdcourse.runtime.results.report` comes back in ``RankRun.results``
+    (their folder, named in the ranks' ``$HVDCOURSE_RESULTS_DIR``, is removed after the run).
     """
     cmd = launcher_command(np, launcher, program, discovery=discovery, min_np=min_np)
+    folder = rank_results.new_folder()
+    try:
+        run = _run(cmd, launcher, timeout, {**(env or {}), rank_results.VARIABLE: folder}, cwd, max_output,
+                   echo, on_line)
+        run.results = rank_results.collect(folder, np)
+    finally:
+        rank_results.remove_folder(folder)
+    return run
+
+
+def _run(cmd: list, launcher: str, timeout: float, env: dict, cwd, max_output: int, echo: bool,
+         on_line) -> RankRun:
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", env=launch_env(env), cwd=cwd, start_new_session=True)

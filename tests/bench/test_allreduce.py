@@ -2,8 +2,7 @@
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.course.bench.allreduce import RESULT_TAG, bus_bandwidth, iterations_for, message_sizes
-from hvdcourse.course.bench.suite import parse_tagged
+from hvdcourse.course.bench.allreduce import bus_bandwidth, iterations_for, message_sizes
 from hvdcourse.runtime.launch import run_ranks
 
 
@@ -29,7 +28,7 @@ def test_every_implementation_sums_correctly_on_2_ranks(launcher, impls):
     run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.allreduce", *args, "--max-bytes", "16384", "--repeats", "2"],
                     np=2, launcher=launcher, timeout=180)
     assert run.ok, run.output[-2000:]
-    found = parse_tagged(run.output, RESULT_TAG)
+    found = run.results[0]
     assert [d["impl"] for d in found] == impls
     for doc in found:
         assert doc["correct"] and doc["ranks"] == 2

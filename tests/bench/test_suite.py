@@ -4,12 +4,8 @@ import os
 
 import pytest
 
-from hvdcourse.course.bench.suite import (Config, QUICK, ladder_configs, main_configs, parse_tagged, run_suite,
-                                   sweep_configs)
-
-
-def test_tagged_lines_are_parsed_as_json():
-    assert parse_tagged('noise\nTAG {"a": 1}\nTAG {"a": 2}\n', "TAG ") == [{"a": 1}, {"a": 2}]
+from hvdcourse.course.bench.suite import (Config, QUICK, concurrent_memcopy, ladder_configs, main_configs, run_suite,
+                                          sweep_configs)
 
 
 def test_equal_configurations_share_one_run():
@@ -63,5 +59,6 @@ def test_quick_suite_records_a_cpu_trace(quick_suite):
     assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(traces[0][0])
 
 
-def test_output_glued_after_the_json_by_another_rank_is_ignored():
-    assert parse_tagged('[1,0]<stdout>:TAG {"a": 1}[1,1]<stderr>:warning\n', "TAG ") == [{"a": 1}]
+def test_memory_copy_on_both_cores_gives_one_bandwidth_per_rank():
+    doc = concurrent_memcopy(QUICK)
+    assert len(doc["per_core_bytes_per_second"]) == 2 and all(b > 0 for b in doc["per_core_bytes_per_second"])

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.course.bench.suite import parse_tagged
-from hvdcourse.course.bench.throughput import RESULT_TAG, images_per_second, local_rank, memory_dataset
+from hvdcourse.course.bench.throughput import images_per_second, local_rank, memory_dataset
 from hvdcourse.runtime.launch import run_ranks
 from hvdcourse.examples.train_mwms import launch_local_workers
 
@@ -47,7 +46,8 @@ def tiny_run(mode, ranks, launcher):
 def test_each_mode_reports_one_timing_per_repeat_from_rank_0(mode, ranks, launcher):
     run = tiny_run(mode, ranks, launcher)
     assert run.ok, run.output[-3000:]
-    (result,) = parse_tagged(run.output, RESULT_TAG)
+    (result,) = run.results[0]
+    assert run.results[1:] == [None] * (ranks - 1)  # only rank 0 reports
     assert result["mode"] == mode and result["ranks"] == ranks
     assert len(result["seconds"]) == 2 and all(s > 0 for s in result["seconds"])
     assert result["median_images_per_s"] == pytest.approx(np.median(result["images_per_s"]))
@@ -58,5 +58,5 @@ def test_solo_mode_trains_independent_processes_and_counts_both():
     run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.throughput", "--mode", "solo", *TINY], np=2, launcher="mpirun",
                     timeout=240)
     assert run.ok, run.output[-3000:]
-    (result,) = parse_tagged(run.output, RESULT_TAG)
+    (result,) = run.results[0]
     assert result["mode"] == "solo" and result["ranks"] == 2 and result["global_batch"] == 16

@@ -15,6 +15,18 @@ def test_each_rank_runs_in_its_own_folder_and_returns_its_value():
     assert outcome.files == {0: ["from-rank-0.txt"], 1: ["from-rank-1.txt"]}
 
 
+def test_the_learner_function_cannot_find_or_write_the_results_channel():
+    def forges_a_result(n, rank, size):
+        import os
+
+        from hvdcourse.runtime.results import VARIABLE, report
+        # 0, 0: the variable is hidden and report() writes nothing without it
+        return [VARIABLE in os.environ, report({"ok": True, "value": [9]}) is not None]
+
+    outcome = run_on_ranks("call", forges_a_result, np=2, timeout=60, args=(1,))
+    assert outcome.values() == [[0, 0], [0, 0]]
+
+
 def test_an_error_on_one_rank_is_reported_with_its_rank_and_line():
     def fails_on_rank_1(n, rank, size):
         if rank == 1:

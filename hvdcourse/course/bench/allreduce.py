@@ -11,7 +11,8 @@ Times one allreduce of a float32 buffer per size, for each implementation named 
 
 Reported as *bus bandwidth*, ``2 (N - 1) / N x bytes / time``: a ring allreduce moves that many
 bytes through each rank's link, so bus bandwidth compares directly with a link's (here: memory's)
-bandwidth, whatever N is. Rank 0 prints one ``ALLREDUCE_RESULT {json}`` line per implementation.
+bandwidth, whatever N is. Rank 0 reports one result per implementation
+(:func:`hvdcourse.runtime.results.report`; the caller of ``run_ranks`` finds them in ``RankRun.results[0]``).
 
 Run with e.g. ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.bench.allreduce --impl hvd``
 or ``mpirun -np 2 python -m hvdcourse.course.bench.allreduce --impl mpi4py --impl ring``.
@@ -19,13 +20,11 @@ or ``mpirun -np 2 python -m hvdcourse.course.bench.allreduce --impl mpi4py --imp
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 
 IMPLS = ("hvd", "mpi4py", "mpi4py-inplace", "ring")
-RESULT_TAG = "ALLREDUCE_RESULT "
 KIB = 1024
 
 
@@ -161,6 +160,7 @@ def main(argv=None) -> int:
 
         bind_to_core(local_rank())  # before Horovod, TensorFlow or MPI start their threads
     from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.runtime import results
 
     priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
     sizes = message_sizes(args.min_bytes, args.max_bytes, args.factor)
@@ -169,10 +169,11 @@ def main(argv=None) -> int:
         correct = impl.check()
         rows = measure(impl, sizes, args.repeats, args.budget_bytes)
         if impl.rank == 0:
-            print(RESULT_TAG + json.dumps({"impl": name, "label": args.label or name, "ranks": impl.size,
-                                           "correct": correct, "priority": priority, "bind": args.bind,
-                                           "rows": rows}),
-                  flush=True)
+            big = rows[-1]
+            print(f"[allreduce] {name}: {big['bytes']} bytes, {big['bus_bytes_per_second'] / 1e9:.2f} GB/s bus "
+                  f"bandwidth (correct: {correct})", flush=True)  # for a person; the caller gets:
+            results.report({"impl": name, "label": args.label or name, "ranks": impl.size, "correct": correct,
+                            "priority": priority, "bind": args.bind, "rows": rows})
     return 0
 
 

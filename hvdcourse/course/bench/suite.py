@@ -28,9 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from hvdcourse.course.bench import machine, results
-from hvdcourse.course.bench.allreduce import RESULT_TAG as ALLREDUCE_TAG
 from hvdcourse.course.bench.monitor import CpuMonitor
-from hvdcourse.course.bench.throughput import RESULT_TAG
 
 PARTS = ("main", "tuning", "allreduce")
 BATCH = 256                     # per-rank batch of the main comparison (the batch sweep shows why)
@@ -218,19 +216,6 @@ def quick_configs() -> dict:
 
 # ------------------------------------------------------------------------------------------- running
 
-def parse_tagged(output: str, tag: str) -> list:
-    """The JSON documents printed after ``tag``. Launchers may prefix lines (``[1,0]<stdout>:``) and glue
-    another rank's output to the end of a line: only the JSON object itself is read."""
-    decoder, found = json.JSONDecoder(), []
-    for line in output.splitlines():
-        at = line.find(tag)
-        while at >= 0:
-            doc, end = decoder.raw_decode(line, at + len(tag))
-            found.append(doc)
-            at = line.find(tag, end)
-    return found
-
-
 def launch(config: Config, settings: Settings):
     """Start ``config``'s processes; return the RankRun."""
     from hvdcourse.runtime.launch import run_ranks
@@ -260,7 +245,7 @@ class Runner:
             load_before = machine.load_average()
             with CpuMonitor(interval=0.25) as monitor:
                 run = launch(config, self.settings)
-            found = parse_tagged(run.output, RESULT_TAG)
+            found = run.results[0] or []  # rank 0 reports one row per batch size
             common = {"load_average_before": load_before, "wall_seconds_with_launch": round(run.seconds, 1),
                       "monitor": monitor.summary(), "launcher": config.launcher,
                       "taskset": config.taskset, "env": config.env}
@@ -335,7 +320,7 @@ def run_allreduce(settings: Settings, log=print) -> dict:
     for launcher, args, env in launches:
         load_before = machine.load_average()
         run = run_ranks(program + args, np=2, launcher=launcher, timeout=settings.timeout, env=env)
-        found = parse_tagged(run.output, ALLREDUCE_TAG)
+        found = run.results[0] or []  # rank 0 reports one document per implementation
         if not (run.ok and found):
             log(f"  ! allreduce via {launcher} failed: " + " | ".join(run.output.strip().splitlines()[-5:]))
         for doc in found:
@@ -354,13 +339,13 @@ def concurrent_memcopy(settings: Settings) -> dict:
     from hvdcourse.runtime.launch import run_ranks
 
     nbytes = 16 * 2**20 if settings.quick else 256 * 2**20
-    code = ("import json, os; from hvdcourse.course.bench.machine import memcopy_bandwidth, raise_priority; "
-            "raise_priority(); r = int(os.environ.get('OMPI_COMM_WORLD_RANK', 0)); "
-            "os.sched_setaffinity(0, {r % os.cpu_count()}); from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); "
-            f"print('MEMCOPY ' + json.dumps(memcopy_bandwidth({nbytes}, repeats=9)), flush=True)")
+    code = ("import os; from hvdcourse.course.bench.machine import memcopy_bandwidth, raise_priority; "
+            "from hvdcourse.runtime.ranks import launcher_rank; from hvdcourse.runtime.results import report; "
+            "raise_priority(); os.sched_setaffinity(0, {launcher_rank() % os.cpu_count()}); "
+            f"from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); report(memcopy_bandwidth({nbytes}, repeats=9))")
     run = run_ranks([sys.executable, "-c", code], np=2, launcher="mpirun", timeout=settings.timeout)
-    found = parse_tagged(run.output, "MEMCOPY ")
-    return {"per_core_bytes_per_second": [d["bytes_per_second"] for d in found], "bytes": nbytes}
+    return {"per_core_bytes_per_second": [found[0]["bytes_per_second"] for found in run.results if found],
+            "bytes": nbytes}
 
 
 def write(out_dir: str, name: str, doc: dict) -> str:

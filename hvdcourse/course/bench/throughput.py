@@ -14,7 +14,8 @@ How it is timed: a warm-up ``fit`` (graph tracing, first allocations, Horovod's 
 is not timed; then ``--repeats`` epochs of ``--steps`` steps each are timed, each one between two
 barriers (an allreduce that every rank must reach), so an epoch's time is that of the slowest rank.
 images/s = steps x batch per rank x ranks / seconds; the median over repeats is the result.
-Rank 0 prints one ``BENCH_RESULT {json}`` line per batch size.
+Rank 0 reports one result per batch size, as it finishes it (:func:`hvdcourse.runtime.results.report`:
+the caller of ``run_ranks`` finds them in ``RankRun.results[0]``).
 
 Example: ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.bench.throughput --mode hvd
 --threads 1 --bind core``.
@@ -22,14 +23,12 @@ Example: ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.ben
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 MODES = ("keras", "hvd", "mwms", "solo")
-RESULT_TAG = "BENCH_RESULT "
 LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
 KNOB_PREFIXES = ("HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY", "HOROVOD_AUTOTUNE",
                  "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "HOROVOD_THREAD_AFFINITY", "OMPI_MCA_mpi_yield",
@@ -241,6 +240,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
 
     from hvdcourse.examples import data, training
+    from hvdcourse.runtime import results
 
     runtime = _Runtime(args.mode, cluster_info)
     threads_text = "TensorFlow default"
@@ -270,7 +270,9 @@ def main(argv=None) -> int:
                 "warmup_steps": args.warmup_steps, "repeats": args.repeats,
                 "priority": priority, "groups": args.groups, "fit_verbose": args.fit_verbose, "log_all_ranks": args.log_all_ranks, "knobs": knobs(),
             })
-            print(RESULT_TAG + json.dumps(result), flush=True)
+            print(f"[bench] batch {batch} per rank: {result['median_images_per_s']:.0f} images/s "
+                  f"(median of {args.repeats} repeats)", flush=True)  # for a person; the caller gets:
+            results.report(result)
     return 0
 
 

@@ -2,10 +2,13 @@
 
 The check side (:func:`run_on_ranks`) pickles the function with cloudpickle (so helpers and constants
 it uses from the notebook travel with it), starts ``python -m hvdcourse.course.exercises.harness DIR`` on N
-ranks through :func:`hvdcourse.runtime.launch.run_ranks` (timeout, whole process group killed), and reads one
-JSON result per rank. The rank side runs a trusted *driver* from :mod:`hvdcourse.course.exercises.drivers`
-in its own folder ``DIR/rank<r>`` (so the files each rank writes can be told apart); the driver calls
-the learner's function and returns plain data the check then judges.
+ranks through :func:`hvdcourse.runtime.launch.run_ranks` (timeout, whole process group killed), and reads
+each rank's record from the course's results channel (:mod:`hvdcourse.runtime.results`). The rank side
+runs a trusted *driver* from :mod:`hvdcourse.course.exercises.drivers` in its own folder ``DIR/rank<r>``
+(so the files each rank writes can be told apart); the driver calls the learner's function and returns
+plain data the check then judges. The learner's code runs in the rank's process, so what comes back is
+untrusted: it is read as JSON only, and a record that is not a dict counts as no result; the rank hides
+the channel's folder from the learner's code before running it.
 """
 from __future__ import annotations
 
@@ -18,8 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 
 PAYLOAD = "payload.pkl"
-RANK_VARS = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("HOROVOD_RANK", "HOROVOD_SIZE"),
-             ("PMIX_RANK", "OMPI_COMM_WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "SLURM_NTASKS")
 
 
 @dataclass
@@ -107,11 +109,9 @@ def _run_on_ranks(driver, fn, np, timeout, forbid, driver_args) -> RanksOutcome:
                         env={"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"})
         outcome = RanksOutcome(np, output=run.output, timed_out=run.timed_out, returncode=run.returncode,
                                seconds=run.seconds)
-        for rank in range(np):
-            path = os.path.join(workdir, f"result-rank{rank}.json")
-            if os.path.isfile(path):
-                with open(path) as fh:
-                    outcome.records[rank] = json.load(fh)
+        for rank, reported in enumerate(run.results):
+            if reported and isinstance(reported[-1], dict):  # the harness reports once, after the learner's code
+                outcome.records[rank] = reported[-1]
             rank_dir = os.path.join(workdir, f"rank{rank}")
             outcome.files[rank] = sorted(
                 os.path.relpath(os.path.join(d, f), rank_dir)
@@ -139,10 +139,11 @@ def describe_failure(outcome: RanksOutcome) -> str:
 
 # ---------------------------------------------------------------- rank side
 def launcher_rank_size() -> tuple:
-    for rank_var, size_var in RANK_VARS:
-        if rank_var in os.environ and size_var in os.environ:
-            return int(os.environ[rank_var]), int(os.environ[size_var])
-    return 0, 1
+    """This rank and the number of ranks, as the launcher announced them (0 and 1 without one)."""
+    from hvdcourse.runtime.ranks import launcher_rank
+
+    sizes = [os.environ[v] for v in SIZE_VARS if os.environ.get(v, "").isdigit()]
+    return launcher_rank(), int(sizes[0]) if sizes else 1
 
 
 def _learner_frame(tb) -> str:
@@ -159,18 +160,14 @@ def _learner_frame(tb) -> str:
     return found
 
 
-def _write(path: str, record: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh, default=repr)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from hvdcourse.runtime import results
+
     workdir = os.path.abspath(argv[0])
     rank, size = launcher_rank_size()
-    result_path = os.path.join(workdir, f"result-rank{rank}.json")
+    # the learner's code (and what it starts) must not find the results folder: only this function reports
+    channel = {**os.environ, results.VARIABLE: os.environ.pop(results.VARIABLE, "")}
     rank_dir = os.path.join(workdir, f"rank{rank}")
     os.makedirs(rank_dir, exist_ok=True)
     os.chdir(rank_dir)
@@ -190,7 +187,7 @@ def main(argv=None) -> int:
     except BaseException as err:  # noqa: B902 - a learner's sys.exit() is an answer to report too
         record.update(ok=False, error=f"{type(err).__name__}: {err}"[:600], type=type(err).__name__,
                       where=_learner_frame(err.__traceback__))
-    _write(result_path, record)
+    results.report(json.loads(json.dumps(record, default=repr)), channel)  # values JSON cannot hold: their repr
     sys.stdout.flush()
     if not record["ok"]:
         os._exit(3)  # a non-zero exit makes mpirun stop the other ranks instead of leaving them waiting

@@ -16,8 +16,6 @@ import sys
 def measure(workers: list, batch_sizes: list, steps: int, repeats: int, launcher: str = "gloo",
             timeout: float = 900) -> dict:
     """{batch per worker: {workers: median images/s}} and the raw results."""
-    from hvdcourse.course.bench.suite import parse_tagged
-    from hvdcourse.course.bench.throughput import RESULT_TAG
     from hvdcourse.runtime.launch import run_ranks
 
     curves, raw = {}, []
@@ -28,7 +26,7 @@ def measure(workers: list, batch_sizes: list, steps: int, repeats: int, launcher
         run = run_ranks(program, np=n, launcher=launcher, timeout=timeout)
         if not run.ok:
             raise RuntimeError(f"the run on {n} worker(s) failed (exit {run.returncode}):\n{run.output[-2000:]}")
-        for result in parse_tagged(run.output, RESULT_TAG):
+        for result in run.rank_results(0):  # rank 0 reports one result per batch size
             curves.setdefault(str(result["batch_per_rank"]), {})[str(n)] = round(result["median_images_per_s"], 1)
             raw.append(result)
         print(f"{n} worker(s): " + ", ".join(f"batch {b}: {c[str(n)]:.0f} images/s" for b, c in curves.items()),
