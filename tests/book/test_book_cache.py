@@ -76,6 +76,11 @@ def test_unchanged_page_is_not_executed_again_and_a_package_change_executes_it(t
     assert runs == 1 and "answer 41" in html
     assert "0 of 1 pages executed" in out and "page: from the cache" in out
 
+    (tmp_path / "page.md").write_text(PAGE.replace("# A small page", "# A small page, retitled"))
+    html, runs, out = build(tmp_path, capsys)  # page read again, its code unchanged: jupyter-cache's outputs
+    assert runs == 1 and "answer 41" in html and "retitled" in html
+    assert "0 of 1 pages executed" in out
+
     (tmp_path / "minipkg" / "__init__.py").write_text(PACKAGE.format(answer=42))  # the page's code is unchanged
     html, runs, out = build(tmp_path, capsys)
     assert runs == 2 and "answer 42" in html and "answer 41" not in html
