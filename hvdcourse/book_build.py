@@ -12,7 +12,9 @@ What is executed (the book never shows stale output):
 * Pages execute through myst-nb's cache (``execute_notebooks: cache`` in ``_config.yml``;
   jupyter-cache in ``_build/.jupyter_cache``). jupyter-cache keys a page by its own code cells: a page
   whose code is unchanged takes its outputs from the cache, a changed one is executed again.
-* A page's output also depends on what its code runs or reads: the package, the scripts, the data.
+* A page's output also depends on what its code runs or reads: the package, the scripts, the data
+  (book/data, and the MNIST copy in use: the full one in Keras' cache when present, else the offline
+  one), the environment's recipe (requirements.txt, tools/, patches/).
   Before each build this module hashes those files (:data:`INPUTS`) and keeps the digest beside the
   cache (``_build/.jupyter_cache.inputs``); when it differs from the stored one (or there is none) the
   cache is emptied and every page is read and executed again (``jupyter-book build --all``).
@@ -45,6 +47,7 @@ import sys
 import tempfile
 import time
 
+from hvdcourse.data import KERAS_CACHE, NPM_CACHE
 from hvdcourse.mpienv import launch_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,19 +104,24 @@ def unglued_references(nb) -> list:
     return sorted(referenced - set(glued_keys(nb)))
 
 
-# What the pages' code runs or reads, besides the pages themselves (see the module docstring).
+# What the pages' code runs or reads, besides the pages themselves (see the module docstring): folders
+# and files of the course, and the MNIST copies that hvdcourse.data loads (the full one when present).
 INPUTS = ("hvdcourse", "slurm", "tools", "patches", "exercises", "solutions", "requirements.txt",
-          os.path.join("book", "data"))
+          os.path.join("book", "data"), KERAS_CACHE, NPM_CACHE)
 TIMES_RECORD = os.path.join(ROOT, "book", "data", "execution_times.json")
 # Read only by the pages that execute on every build (course_map); recording it must not empty the cache.
 NOT_INPUTS = (os.path.relpath(TIMES_RECORD, ROOT),)
 
 
 def inputs_digest(root: str = ROOT, inputs=INPUTS) -> str:
-    """SHA-256 over the names and contents of every file under ``inputs`` (paths relative to ``root``)."""
+    """SHA-256 over the names and contents of every file under ``inputs`` (relative to ``root``, or
+    absolute), and over the names of those that are missing (a data file that appears counts)."""
     digest = hashlib.sha256()
     for name in inputs:
         top = os.path.join(root, name)
+        if not os.path.exists(top):
+            digest.update(name.encode() + b" absent\0")
+            continue
         walk = os.walk(top) if os.path.isdir(top) else [(os.path.dirname(top), [], [os.path.basename(top)])]
         for dirpath, dirnames, files in walk:
             dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".ipynb_checkpoints"))
