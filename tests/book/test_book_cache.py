@@ -123,3 +123,11 @@ def test_the_digest_covers_the_package_but_not_the_pages_or_the_recorded_times(t
         (tmp_path / changed).write_text("changed\n")
         assert book_build.inputs_digest(str(tmp_path)) != before, changed
         before = book_build.inputs_digest(str(tmp_path))
+
+
+def test_a_data_file_that_appears_changes_the_digest(tmp_path):
+    data = tmp_path / "keras" / "mnist.npz"  # an absolute input, like hvdcourse.data.KERAS_CACHE
+    before = book_build.inputs_digest(str(tmp_path), inputs=(str(data),))
+    data.parent.mkdir()
+    data.write_bytes(b"full MNIST")
+    assert book_build.inputs_digest(str(tmp_path), inputs=(str(data),)) != before
