@@ -7,7 +7,6 @@ every execution, so the file counts the executions.
 """
 import os
 import re
-import shutil
 import time
 
 import yaml
