@@ -1,30 +1,42 @@
-"""The book's execution-time role shows the recorded time of a lesson, and refuses an unknown one."""
-import json
+"""The execution-time role shows myst-nb's execution data of a page, and refuses a page without it.
+
+(The role inside a real build: tests/book/test_book_cache.py.)
+"""
+import datetime
 
 import pytest
 
-from hvdcourse.course.book.sphinx_ext import recorded_execution_time
+from hvdcourse.course.book.sphinx_ext import execution_time_text, find_exec_data
+
+MTIME = datetime.datetime(2026, 11, 23, 14, 5).timestamp()
 
 
-def write_times(tmp_path, lessons):
-    path = tmp_path / "execution_times.json"
-    path.write_text(json.dumps({"machine": "test box, 2 cores", "date": "2026-11-23", "lessons": lessons}))
-    return str(path)
+def test_seconds_date_and_machine_of_an_executed_page():
+    data = {"runtime": 95.1, "mtime": MTIME, "method": "cache", "succeeded": True}
+    assert execution_time_text(data, "test box, 2 cores") == "95 s (executed 2026-11-23 on test box, 2 cores)"
+    assert execution_time_text({**data, "runtime": 1.54}, "box").startswith("1.5 s (")
 
 
-def test_a_recorded_lesson_shows_its_seconds_machine_and_date(tmp_path):
-    times = write_times(tmp_path, {"05_conversion": 95.1, "01_why_distributed": 1.54})
-    assert recorded_execution_time("05_conversion", times) == "95 s (test box, 2 cores; build of 2026-11-23)"
-    assert recorded_execution_time("01_why_distributed", times).startswith("1.5 s (")
+def test_a_page_without_a_run_time_is_refused():
+    with pytest.raises(ValueError, match="no run time"):
+        execution_time_text({"runtime": None, "mtime": MTIME}, "box")
 
 
-def test_a_lesson_without_a_record_says_how_to_record_it(tmp_path):
-    times = write_times(tmp_path, {})
-    with pytest.raises(KeyError, match="--record-times"):
-        recorded_execution_time("05_conversion", times)
+def test_pages_are_found_by_docname_or_last_part_and_unknown_ones_refused():
+    pages = {"notebooks/05_conversion": {"exec_data": {"runtime": 3.0}}, "book/intro": {"glue": []}}
+    assert find_exec_data(pages, "05_conversion") == {"runtime": 3.0}
+    assert find_exec_data(pages, "notebooks/05_conversion") == {"runtime": 3.0}
+    with pytest.raises(KeyError, match="no page 'intro' with myst-nb execution data"):
+        find_exec_data(pages, "intro")
+    with pytest.raises(KeyError, match="no page '06_timeline'"):
+        find_exec_data(pages, "06_timeline")
 
 
-def test_every_lesson_of_the_book_has_a_recorded_time():
-    from hvdcourse.course.book.course_map import lessons
+def test_every_lesson_of_the_book_uses_the_role_with_its_own_name():
+    import os
+    import re
+
+    from hvdcourse.course.book.course_map import ROOT, lessons
     for row in lessons():
-        recorded_execution_time(row["lesson"])
+        text = open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
+        assert re.findall(r"\{execution-time\}`([^`]+)`", text) == [row["lesson"]], row["lesson"]

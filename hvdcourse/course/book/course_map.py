@@ -1,4 +1,11 @@
-"""The course's lessons, their planned times and measured execution times (intro, instructor guide)."""
+"""The course's lessons, their planned times and measured execution times (intro, instructor guide).
+
+The execution times of the day plans and of the intro's table are reference figures, not this
+build's: ``book/data/execution_times.json``, written by ``python -m hvdcourse.course.book.book_build
+--record-times`` from myst-nb's execution data of a build that executed every page, and naming the
+machine and the date (the pages print them). A page's time in this build is shown by the
+``{execution-time}`` role and the instructor guide's ``{nb-exec-table}`` (hvdcourse.course.book.sphinx_ext).
+"""
 from __future__ import annotations
 
 import json
@@ -9,7 +16,7 @@ import yaml
 
 from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
-TIMES = os.path.join(BOOK_DATA, "execution_times.json")
+TIMES = os.path.join(BOOK_DATA, "execution_times.json")  # the recorded reference times
 _TIME_LINE = re.compile(r"\*\*Time\*\*:\s*teaching\s+(\d+)\s*min(?:,\s*exercises\s+(\d+)\s*min)?")
 
 
