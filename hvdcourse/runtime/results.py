@@ -1,4 +1,4 @@
-"""The one channel for results from ranks to the process that launched them (lesson: Horovod's design).
+"""The one channel for results from ranks to the process that launched them (lesson: Horovod's design, explored live).
 
 A rank calls :func:`report` with a JSON-ready dict; :func:`hvdcourse.runtime.launch.run_ranks`
 hands back what each rank reported in ``RankRun.results``, in rank order, like ``horovod.run``
