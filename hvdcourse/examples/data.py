@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvdcourse.runtime.errors import CourseError, RunFailed, run_cli
 from hvdcourse.runtime.paths import cache_dir
 
 KERAS_CACHE = os.path.join(os.path.expanduser("~"), ".keras", "datasets", "mnist.npz")
@@ -33,8 +34,8 @@ NUM_CLASSES = 10
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 
 
-class DataError(RuntimeError):
-    """A data file exists but cannot be used; the message says what to do."""
+class DataError(CourseError, RuntimeError):
+    """A data file exists but cannot be used; the message says what to do (exit code 2)."""
 
 
 @dataclass
@@ -258,17 +259,19 @@ def prepare_main(argv=None) -> int:
             return 0
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         path = download_mnist(os.path.abspath(out))
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except DataError:
+        raise
     except Exception as err:
-        print(f"error: could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
-              "run the command on a login node with internet, or copy mnist.npz here and pass --data.",
-              file=sys.stderr)
-        return 1
+        raise RunFailed(f"could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
+                        "run the command on a login node with internet, or copy mnist.npz here and pass --data.") from None
     print(f"MNIST saved to {path}")
     return 0
 
 
+def prepare_cli(argv=None) -> int:
+    """The ``hvdcourse-prepare-data`` command: :func:`prepare_main` with the course's one-line errors."""
+    return run_cli(prepare_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(prepare_main())
+    sys.exit(prepare_cli())
