@@ -33,6 +33,12 @@ class CourseError(Exception):
     show = True
 
 
+class CheckFailed(CourseError):
+    """A check ran to the end and found problems (listed above the error line): exit code 1."""
+
+    exit_code = 1
+
+
 class UsageError(CourseError, ValueError):
     """Bad input that argparse could not catch: a folder that does not exist, a value out of range."""
 

@@ -31,6 +31,7 @@ from hvdcourse.course.bench import machine, results
 from hvdcourse.course.bench.allreduce import RESULT_TAG as ALLREDUCE_TAG
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.course.bench.throughput import RESULT_TAG
+from hvdcourse.runtime.errors import UsageError, run_cli
 
 PARTS = ("main", "tuning", "allreduce")
 BATCH = 256                     # per-rank batch of the main comparison (the batch sweep shows why)
@@ -431,10 +432,10 @@ def main(argv=None) -> int:
         os.environ[machine.PRIORITY_VARIABLE] = str(nice)  # every launched process applies it at start
         applied = machine.raise_priority(nice)
         if "nice" not in applied:
-            parser.error(f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root")
+            raise UsageError(f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root")
     run_suite(args.out, tuple(args.only or PARTS), settings)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

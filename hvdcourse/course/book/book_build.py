@@ -19,6 +19,7 @@ import threading
 import time
 
 from hvdcourse.runtime.mpienv import launch_env
+from hvdcourse.runtime.errors import RunFailed, RunTimeout, run_cli
 from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
 BUILD_TIMEOUT = 1800
@@ -41,12 +42,21 @@ def execute_lesson(path: str, timeout: int = 900) -> float:
     nb = jupytext.read(path)
     os.environ.update(book_env())
     start = time.monotonic()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    except CellTimeoutError as err:
+        print(err, file=sys.stderr)
+        raise RunTimeout(f"{path}: a cell ran longer than {timeout} s (above); raise --timeout or fix the cell") from None
+    except CellExecutionError as err:
+        print(err, file=sys.stderr)  # the cell and its traceback: what the author needs to fix it
+        raise RunFailed(f"{path}: a cell failed (its source and error are above)") from None
     missing = unglued_references(nb)
     if missing:
-        raise RuntimeError(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
-                           "glue them (myst_nb.glue) or fix the names")
+        raise RunFailed(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
+                        "glue them (myst_nb.glue) or fix the names")
     return time.monotonic() - start
 
 
@@ -93,8 +103,7 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
     except subprocess.TimeoutExpired:
         from hvdcourse.runtime.launch import kill_group
         kill_group(proc)
-        print(f"book: ERROR: the build took longer than {timeout} s and was stopped", file=sys.stderr)
-        return 124
+        raise RunTimeout(f"the book build took longer than {timeout} s and was stopped")
     reader.join(timeout=10)
     seconds = time.monotonic() - start
     os.makedirs(os.path.join(ROOT, "_build"), exist_ok=True)
@@ -103,12 +112,9 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False) -> int:
     index = os.path.join(ROOT, "_build", "html", "index.html")
     if code != 0:
         os.remove(BUILD_LOG)  # a failed build is never "current"
-        print(f"book: ERROR: jupyter-book failed (exit {code}); the first error above names the cell",
-              file=sys.stderr)
-        return code
+        raise RunFailed(f"jupyter-book failed (exit {code}); the first error above names the cell")
     if not os.path.isfile(index):
-        print(f"book: ERROR: build finished but {index} is missing", file=sys.stderr)
-        return 1
+        raise RunFailed(f"the book build finished but {index} is missing")
     _report_times(_execution_times("".join(lines)), seconds, record)
     print(f"book: built {index} in {seconds:.0f} s")
     return 0
@@ -183,4 +189,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))
