@@ -424,6 +424,8 @@ def main(argv=None) -> int:
                         help="run every benchmark process at this niceness, its session's too (default: -20 as "
                              "root, else 0): on a shared machine the measurement then gets the cores first")
     args = parser.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, not {args.rounds}")
     settings = QUICK if args.quick else Settings()
     if args.rounds:
         settings = dataclasses.replace(settings, rounds=args.rounds)

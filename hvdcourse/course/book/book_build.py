@@ -19,7 +19,7 @@ import threading
 import time
 
 from hvdcourse.runtime.mpienv import launch_env
-from hvdcourse.runtime.errors import RunFailed, RunTimeout, run_cli
+from hvdcourse.runtime.errors import RunFailed, RunTimeout, UsageError, run_cli
 from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
 BUILD_TIMEOUT = 1800
@@ -181,6 +181,9 @@ def main(argv=None) -> int:
                         help=f"also write the lessons' execution times to {os.path.relpath(TIMES_RECORD, ROOT)}")
     args = parser.parse_args(argv)
     if args.execute:
+        missing = [path for path in args.execute if not os.path.isfile(path)]
+        if missing:
+            raise UsageError(f"no lesson file {', '.join(missing)}; give paths such as notebooks/05_conversion.md")
         for path in args.execute:
             seconds = execute_lesson(path, timeout=args.timeout)
             print(f"executed {path} in {seconds:.1f} s")
