@@ -253,8 +253,10 @@ def test_prepare_data_offline_fails_with_advice(tmp_path, capsys, monkeypatch):
     def offline(*a, **k):
         raise OSError("network unreachable")
     monkeypatch.setattr(data, "download_mnist", offline)
-    assert data.prepare_main(["--out", str(tmp_path / "m.npz")]) == 1
-    assert "login node" in capsys.readouterr().err
+    assert data.prepare_main(["--out", str(tmp_path / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hvdcourse: error: could not download MNIST") and err.count("\n") == 1
+    assert "login node" in err
 
 
 def test_prepare_data_accepts_an_existing_valid_file(tmp_path, capsys):

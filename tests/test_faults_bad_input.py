@@ -1,6 +1,9 @@
 """Bad input anywhere gets one clear line (what happened, what to do), a non-zero exit, no traceback,
 within a time bound, and loses nothing: the files involved are left as they were.
 
+The course's own checks print ``hvdcourse: error: ...`` once and exit 2 (hvdcourse.runtime.errors);
+argparse's usage errors print the usage and exit 2.
+
 (The corrupt checkpoint is in test_resume.py, next to the checkpoints it corrupts.)
 """
 import os
@@ -28,6 +31,15 @@ def assert_clean_error(code, output, *phrases):
     assert "Traceback" not in output, output[-3000:]
 
 
+def assert_one_error_line(code, output, *phrases, exit_code=2):
+    """Exactly one ``hvdcourse: error:`` line, holding every phrase, and the documented exit code."""
+    assert code == exit_code, output[-2000:]
+    lines = [line for line in output.splitlines() if "hvdcourse: error:" in line]
+    assert len(lines) == 1, output[-3000:]
+    assert_clean_error(code, lines[0], *phrases)
+    assert "Traceback" not in output, output[-3000:]
+
+
 def test_wrong_argument_of_the_elastic_trainer_gets_a_usage_message():
     code, out = run_cli(["-m", "hvdcourse.examples.train_elastic", "--batches-per-commit", "0"])
     assert code == 2
@@ -37,14 +49,12 @@ def test_wrong_argument_of_the_elastic_trainer_gets_a_usage_message():
 def test_wrong_fault_variable_gets_a_usage_message():
     code, out = run_cli(["-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd"], env={
         "HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"})
-    assert code == 2
-    assert_clean_error(code, out, "HVDCOURSE_FAIL_MODE='explode' is not one of crash, kill, exit, hang")
+    assert_one_error_line(code, out, "HVDCOURSE_FAIL_MODE='explode' is not one of crash, kill, exit, hang")
 
 
 def test_single_process_launcher_with_two_ranks_is_refused_clearly():
     code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", "python", "--", "true"])
-    assert code == 2
-    assert_clean_error(code, out, "error: launcher 'python' runs a single process")
+    assert_one_error_line(code, out, "hvdcourse: error: launcher 'python' runs a single process")
 
 
 def path_without_mpi(tmp_path):
@@ -56,8 +66,7 @@ def test_missing_mpi_is_reported_with_how_to_install_it(tmp_path):
     for launcher in ("mpirun", "mpi"):
         code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", launcher, "--", "true"],
                             env={"PATH": path_without_mpi(tmp_path)})
-        assert code == 2
-        assert_clean_error(code, out, "MPI not found: no 'mpirun' on PATH", "apt-get install openmpi-bin")
+        assert_one_error_line(code, out, "MPI not found: no 'mpirun' on PATH", "apt-get install openmpi-bin")
 
 
 def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
@@ -67,8 +76,8 @@ def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
     run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
                     np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
     assert not run.timed_out and run.seconds < RUN_BOUND
-    assert_clean_error(run.returncode, run.output, f"error: data file '{data}' is corrupt",
-                       "hvdcourse-prepare-data")
+    assert_clean_error(run.returncode, run.output, f"hvdcourse: error: data file '{data}' is corrupt",
+                       "hvdcourse-prepare-data")  # each rank read the file and says so
     assert run.failure.startswith("stopped on a reported error: data file")
     assert data.read_bytes() == before
 
@@ -78,8 +87,7 @@ def test_data_file_with_wrong_arrays_names_the_missing_ones(tmp_path):
     np.savez(data, images=np.zeros((2, 28, 28), np.uint8))
     code, out = run_cli(["-m", "hvdcourse.examples.train_single", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
                         cwd=str(tmp_path))
-    assert code == 2
-    assert_clean_error(code, out, "lacks the arrays ['x_train', 'y_train', 'x_test', 'y_test']")
+    assert_one_error_line(code, out, "lacks the arrays ['x_train', 'y_train', 'x_test', 'y_test']")
 
 
 def test_unwritable_checkpoint_folder_stops_the_run_with_a_clear_message(tmp_path):
@@ -88,7 +96,7 @@ def test_unwritable_checkpoint_folder_stops_the_run_with_a_clear_message(tmp_pat
     run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--checkpoint-dir", str(blocker / "ckpt")],
                     np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
     assert not run.timed_out and run.seconds < RUN_BOUND  # rank 1 did not wait forever for rank 0
-    assert_clean_error(run.returncode, run.output, "is not writable", "Pass --checkpoint-dir")
+    assert_one_error_line(run.returncode, run.output, "is not writable", "Pass --checkpoint-dir")
     assert blocker.read_text() == "a file where the checkpoint folder should go\n"
 
 
@@ -104,7 +112,6 @@ def test_malformed_exercise_marker_names_the_place_and_writes_nothing(tmp_path):
     (learner / "ex01_collectives.ipynb").write_text("previous learner notebook\n")
     code, out = run_cli(["-m", "hvdcourse.course.exercises.generate", "--source", str(source),
                          "--exercises", str(learner), "--solutions", str(solutions)])
-    assert code == 2
-    assert_clean_error(code, out, "error: ", "ex01_collectives.md", "cell")
+    assert_one_error_line(code, out, "hvdcourse: error: ", "ex01_collectives.md", "cell")
     assert (learner / "ex01_collectives.ipynb").read_text() == "previous learner notebook\n"
     assert not list(solutions.iterdir())

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import PYTHON
 from hvdcourse.examples.data import load_mnist
+from hvdcourse.runtime.errors import UsageError
 from hvdcourse.runtime.launch import run_ranks
 from hvdcourse.examples.train_mwms import configure_worker, free_ports, tf_config, without_option
 
@@ -29,7 +30,7 @@ def test_worker_index_comes_from_the_launcher_rank():
 
 
 def test_a_cluster_without_a_launcher_rank_is_refused_with_a_hint():
-    with pytest.raises(SystemExit, match="--workers N"):
+    with pytest.raises(UsageError, match="--workers N"):
         configure_worker("localhost:5000,localhost:5001", {})
 
 

@@ -16,6 +16,8 @@ import os
 import socket
 import sys
 
+from hvdcourse.runtime.errors import CheckFailed, UsageError, run_cli
+
 NEEDED_TF = "2.20"
 NEEDED_HOROVOD = "0.28.1"
 PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
@@ -140,7 +142,8 @@ def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
     return problems
 
 
-def main(argv=None) -> int:
+def check(argv=None) -> int:
+    """The check; raises :class:`~hvdcourse.runtime.errors.CheckFailed` when the environment is not ready."""
     parser = argparse.ArgumentParser(prog="hvdcourse-check", description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=1, help="also launch on this many ranks (Gloo and MPI)")
     parser.add_argument("--timeout", type=float, default=120, help="limit for each launch, seconds")
@@ -148,6 +151,9 @@ def main(argv=None) -> int:
                         help="controllers to try with --ranks, comma-separated (default gloo,mpi)")
     parser.add_argument("--rank-line", action="store_true", help="only print this rank's line (under a launcher)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.launchers.split(",")) - {"gloo", "mpi"})
+    if unknown:
+        raise UsageError(f"--launchers: unknown controller(s) {', '.join(unknown)}; use gloo, mpi or gloo,mpi")
     # keep TensorFlow's start-up chatter (and TF 2.20's "failed call to cuInit" on machines without an
     # NVIDIA driver) out of the report
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -175,9 +181,15 @@ def main(argv=None) -> int:
         print("\nNOT READY:", file=sys.stderr)
         for p in problems:
             print(f"  - {p}", file=sys.stderr)
-        return 1
+        raise CheckFailed(f"this environment is not ready for the course: fix the {len(problems)} problem(s) "
+                          "listed above and run the check again")
     print("\nOK: this environment is ready for the course.")
     return 0
+
+
+def main(argv=None) -> int:
+    """The ``hvdcourse-check`` command: :func:`check` with the course's one-line errors and exit codes."""
+    return run_cli(check, argv)
 
 
 if __name__ == "__main__":

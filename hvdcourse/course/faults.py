@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from hvdcourse.runtime.ranks import launcher_rank
 from hvdcourse.runtime import processes
+from hvdcourse.runtime.errors import UsageError, run_cli
 
 MODES = ("crash", "kill", "exit", "hang")
 
@@ -269,12 +270,12 @@ def main(argv=None) -> int:
         extra = callbacks_from_env()
         trainer = importlib.import_module(args.module)
     except (ValueError, ImportError) as err:
-        parser.error(str(err))
+        raise UsageError(str(err)) from None
     if not hasattr(trainer, "main"):
-        parser.error(f"module {args.module!r} has no main(argv, callbacks) function")
+        raise UsageError(f"module {args.module!r} has no main(argv, callbacks) function")
     from hvdcourse.examples.cli import run_main
     return run_main(trainer.main, args.args, callbacks=extra)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

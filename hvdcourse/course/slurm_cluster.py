@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.mpienv import launch_env
+from hvdcourse.runtime.errors import MissingToolError, RunFailed, run_cli
 
 DEFAULT_DIR = os.environ.get("HVDCOURSE_SLURM_DIR", "/tmp/hvdcourse-slurm")
 NODES = ("node1", "node2")
@@ -68,7 +69,7 @@ PartitionName=debug Nodes={node1},{node2} Default=YES MaxTime=INFINITE State=UP
 """
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RunFailed):
     """The local cluster could not be started, used or stopped; the message says what to do."""
 
 
@@ -407,7 +408,7 @@ def ensure_installed(install: bool = True) -> None:
         return
     hint = "sudo apt-get install " + " ".join(APT_PACKAGES)
     if not install or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise ClusterError(f"{', '.join(missing)} not installed. Install them ({hint}) and retry.")
+        raise MissingToolError(f"{', '.join(missing)} not installed. Install them ({hint}) and retry.")
     print(f"slurm_cluster: installing {' '.join(APT_PACKAGES)} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *APT_PACKAGES]):
@@ -423,24 +424,20 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for idle nodes (start)")
     args = parser.parse_args(argv)
     cluster = LocalCluster(args.dir)
-    try:
-        if args.action == "start":
-            cluster.start(timeout=args.timeout)
-            print(f"slurm_cluster: up, nodes {cluster.node_states()}; use it with: export SLURM_CONF={cluster.conf}")
-        elif args.action == "stop":
-            if not cluster.stop():
-                print(f"slurm_cluster: nothing running in {cluster.dir}")
-        else:
-            if not cluster.is_up():
-                print(f"slurm_cluster: not running ({cluster.dir})")
-                return 1
-            print(f"SLURM_CONF={cluster.conf}\n" + cluster.command(["sinfo"]).stdout
-                  + cluster.command(["squeue"]).stdout)
-    except ClusterError as err:
-        print(f"slurm_cluster: ERROR: {err}", file=sys.stderr)
-        return 1
+    if args.action == "start":
+        cluster.start(timeout=args.timeout)
+        print(f"slurm_cluster: up, nodes {cluster.node_states()}; use it with: export SLURM_CONF={cluster.conf}")
+    elif args.action == "stop":
+        if not cluster.stop():
+            print(f"slurm_cluster: nothing running in {cluster.dir}")
+    else:
+        if not cluster.is_up():
+            print(f"slurm_cluster: not running ({cluster.dir})")
+            return 1
+        print(f"SLURM_CONF={cluster.conf}\n" + cluster.command(["sinfo"]).stdout
+              + cluster.command(["squeue"]).stdout)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

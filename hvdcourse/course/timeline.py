@@ -31,14 +31,16 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from hvdcourse.runtime.errors import CourseError, RunFailed, run_cli
+
 # Bytes per element of the data types written with a tensor's last E event ("float32"; older
 # versions wrote "HOROVOD_FLOAT32").
 DTYPE_BYTES = {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
                "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1}
 
 
-class TimelineError(RuntimeError):
-    """A timeline file cannot be used; the message says what to do."""
+class TimelineError(CourseError, RuntimeError):
+    """A timeline file cannot be used; the message says what to do (exit code 2)."""
 
 
 @dataclass
@@ -516,11 +518,7 @@ def main(argv=None) -> int:
         return rank_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "show":
-        try:
-            events = read_trace(args.file)
-        except TimelineError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+        events = read_trace(args.file)  # TimelineError: one line, exit 2
         spans = spans_from_events(events)
         print(phase_table(spans).round(3).to_string())
         print(summary(spans, events))
@@ -531,12 +529,11 @@ def main(argv=None) -> int:
                     mark_cycles=args.mark_cycles, launcher=args.launcher, timeout=args.timeout)
     print(result.run.output[-3000:])
     if not result.ok:
-        print(f"error: the run failed (exit {result.run.returncode}) or wrote no timeline at {result.path}",
-              file=sys.stderr)
-        return result.run.returncode or 1
+        raise RunFailed(f"the run failed (exit {result.run.returncode}) or wrote no timeline at {result.path}; "
+                        "its output is above")
     print(f"timeline written to {result.path}; open it in ui.perfetto.dev or chrome://tracing")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -5,4 +5,29 @@ the model, the MNIST data, the training helpers and the scripts' shared command-
 Lessons show these files (``literalinclude``) and run them (``python -m hvdcourse.examples.train_hvd``),
 so they stay short and free of course machinery. Modules here may import :mod:`hvdcourse.runtime`,
 never :mod:`hvdcourse.course` (checked by ``tests/test_layers.py``).
+
+The trainers' contract (checked by ``tests/test_trainer_contract.py``; PyTorch trainers will keep it too):
+
+* ``main(argv=None, callbacks=()) -> int``: ``argv`` as for argparse (``None``: ``sys.argv[1:]``);
+  ``callbacks`` are extra Keras callbacks (a profiler, :mod:`hvdcourse.course.faults`' fault
+  injection); 0 on success. No work at import time.
+* Options from :func:`hvdcourse.examples.cli.training_parser`, with the same names everywhere
+  (``--epochs --batch-size --lr --warmup-epochs --data --download --checkpoint-dir --no-resume
+  --max-steps --seed --threads --metrics-json``); a trainer may add its own (``--workers``,
+  ``--batches-per-commit``). ``train_elastic`` keeps its state in memory and has no checkpoint or
+  warm-up options.
+* The metrics record written by ``--metrics-json`` (rank 0 only) is
+  :func:`hvdcourse.examples.training.metrics_record`: ``loss``, ``accuracy``, ``examples`` on the
+  whole test set, ``workers``, ``weights_sha256``, plus trainer-specific keys after them.
+* Checkpoints are :class:`hvdcourse.examples.training.EpochCheckpoint`, restored by ONE function,
+  :func:`hvdcourse.examples.training.restore_together` (rank 0 reads, the epoch or the error and then
+  the weights and optimizer state are broadcast before the first step).
+* Errors: library code raises :class:`hvdcourse.runtime.errors.CourseError` subclasses (``DataError``,
+  ``CheckpointError``, ``UsageError``), never ``sys.exit``; the script ends with
+  ``sys.exit(run_main(main))`` (:func:`hvdcourse.examples.cli.run_main`), which prints
+  ``hvdcourse: error: ...`` once with exit code 2, or ``[hvdcourse] rank N failed: ...`` and the
+  traceback for a crash.
+* Horovod's canonical order (init, pin the device, data, model, scale the learning rate,
+  DistributedOptimizer, callbacks, rank-0 checkpoints and logs) and a ``# Horovod:`` comment on every
+  distributed line: the lessons show these files.
 """

@@ -34,22 +34,28 @@ class OneWriteParser(argparse.ArgumentParser):
         self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}\n")
 
 
-def training_parser(description: str) -> argparse.ArgumentParser:
-    """Options of ``train_single`` and ``train_hvd``: the same names so the two scripts read alike."""
+def training_parser(description: str, checkpoints: bool = True, warmup: bool = True) -> argparse.ArgumentParser:
+    """The options every trainer shares, with the same names so the scripts read alike.
+
+    ``checkpoints=False`` leaves out ``--checkpoint-dir`` and ``--no-resume`` (``train_elastic`` keeps
+    its state in memory); ``warmup=False`` leaves out ``--warmup-epochs``.
+    """
     p = OneWriteParser(description=description)
     p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
     p.add_argument("--batch-size", type=positive_int, default=64,
                    help="batch size of ONE worker (default 64); the effective batch is this x workers")
     p.add_argument("--lr", type=positive_float, default=1e-3,
                    help="learning rate for one worker (default 1e-3); Horovod scales it by the workers")
-    p.add_argument("--warmup-epochs", type=non_negative_float, default=1.0,
-                   help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)")
+    if warmup:
+        p.add_argument("--warmup-epochs", type=non_negative_float, default=1.0,
+                       help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)")
     p.add_argument("--data", default=None, metavar="NPZ",
                    help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset made by 'make env')")
     p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
-    p.add_argument("--checkpoint-dir", default="checkpoints", help="where checkpoints go (default ./checkpoints)")
-    p.add_argument("--no-resume", dest="resume", action="store_false",
-                   help="start from scratch even if a checkpoint exists")
+    if checkpoints:
+        p.add_argument("--checkpoint-dir", default="checkpoints", help="where checkpoints go (default ./checkpoints)")
+        p.add_argument("--no-resume", dest="resume", action="store_false",
+                       help="start from scratch even if a checkpoint exists")
     p.add_argument("--max-steps", type=positive_int, default=None,
                    help="cap the steps per epoch (quick runs and tests)")
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
@@ -61,25 +67,22 @@ def training_parser(description: str) -> argparse.ArgumentParser:
 
 
 def run_main(main, argv=None, **kwargs) -> int:
-    """Run a script's ``main(argv, **kwargs)``; print the course's known errors as one line, no traceback.
+    """Run a trainer's ``main(argv, **kwargs)`` as a command: the course's errors become one line.
 
-    A corrupt data file (:class:`hvdcourse.examples.data.DataError`) or checkpoint
-    (:class:`hvdcourse.examples.training.CheckpointError`) is a problem for the user to fix, not a bug: the
-    message says what to do, and the exit status is 2. Any other exception is a crash: one line names
+    A :class:`~hvdcourse.runtime.errors.CourseError` (a corrupt data file or checkpoint, a folder
+    that cannot be written) is a problem for the user to fix, not a bug: one line
+    ``hvdcourse: error: <what to do>`` and its exit code (2), as every course command
+    (:func:`hvdcourse.runtime.errors.run_cli`). Any other exception is a crash: one line names
     the rank (so the run's summary can tell which rank failed first), then its traceback follows;
     a rank that only saw Horovod shut down because another rank failed says so in that one line and
     exits with status 1 (its traceback would bury the other rank's message).
     """
     import sys
 
-    from hvdcourse.examples.data import DataError
-    from hvdcourse.examples.training import CheckpointError
+    from hvdcourse.runtime.errors import run_cli
 
     try:
-        return main(argv, **kwargs)
-    except (DataError, CheckpointError) as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
-        return 2
+        return run_cli(main, argv, **kwargs)
     except Exception as err:  # a crash: name the rank in one line, then show the traceback
         print(crash_line(err), file=sys.stderr, flush=True)
         if _horovod_shut_down(err):

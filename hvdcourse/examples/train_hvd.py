@@ -60,12 +60,10 @@ def main(argv=None, callbacks=()) -> int:
     if hvd.rank() == 0:  # Horovod: only rank 0 writes checkpoints, others would corrupt them
         training.ensure_writable_dir(args.checkpoint_dir)
         callbacks.append(checkpoint.callback())
-    initial_epoch = checkpoint.restore_or_error() if args.resume and hvd.rank() == 0 else 0
-    initial_epoch = broadcast_object(initial_epoch, root_rank=0)  # Horovod: resume (or stop) together
-    initial_epoch = training.exit_if_error(initial_epoch, show=hvd.rank() == 0)  # Horovod: rank 0 says why
-    # Horovod: rank 0's weights and optimizer state (restored or new) to every rank BEFORE the first step;
-    # the callback's broadcast after batch 1 is too late for a resumed run (see lesson 11)
-    broadcast_variables(checkpoint.variables, root_rank=0)
+    # Horovod: rank 0 restores; the epoch (or rank 0's error), then rank 0's weights and optimizer state, go to
+    # every rank BEFORE the first step (the callback's broadcast after batch 1 is too late for a resumed run)
+    initial_epoch = training.restore_together(checkpoint, args.resume, hvd.rank(),  # Horovod: resume together
+                                              broadcast_object, broadcast_variables)  # Horovod: rank 0 -> all
     verbose = 2 if hvd.rank() == 0 else 0  # Horovod: log on rank 0 only
 
     if hvd.rank() == 0:  # Horovod: one header, not N
@@ -79,11 +77,11 @@ def main(argv=None, callbacks=()) -> int:
 
     metrics = training.evaluate(model, x_test, y_test,
                                 reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum))  # Horovod: whole test set
-    digest = course_model.weights_digest(model)
+    metrics = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
     print(f"[train_hvd] rank={hvd.rank()} test_loss={metrics['loss']:.4f} "
-          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={digest}", flush=True)
+          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}", flush=True)
     if hvd.rank() == 0:  # Horovod: one metrics file
-        training.write_metrics(args.metrics_json, {**metrics, "workers": hvd.size(), "weights_sha256": digest})
+        training.write_metrics(args.metrics_json, metrics)
     return 0
 
 

@@ -24,6 +24,8 @@ import socket
 import sys
 import tempfile
 
+from hvdcourse.runtime.errors import RunTimeout, UsageError
+
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "HOROVOD_RANK")
 
 
@@ -75,7 +77,7 @@ def configure_worker(cluster_text: str | None, env=None) -> tuple:
         rank = launcher_rank(env)
         if rank is None:
             if len(cluster) > 1:
-                raise SystemExit("error: --cluster needs a launcher rank (mpirun, srun) to know which worker this "
+                raise UsageError("--cluster needs a launcher rank (mpirun, srun) to know which worker this "
                                  "is; use --workers N to start N local workers instead")
             rank = 0
         env["TF_CONFIG"] = json.dumps(tf_config(cluster, rank))
@@ -148,7 +150,9 @@ def distributed_train_dataset(strategy, x, y, batch_size: int, seed: int):
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def main(argv=None) -> int:
+def main(argv=None, callbacks=()) -> int:
+    """Train; ``callbacks``: extra Keras callbacks (with ``--workers N``: passed to none, the workers are
+    new processes)."""
     from hvdcourse.examples.cli import positive_int, training_parser
 
     parser = training_parser("Train the course's MNIST CNN with MultiWorkerMirroredStrategy.")
@@ -165,8 +169,8 @@ def main(argv=None) -> int:
                                    without_option(without_option(argv, "--workers"), "--timeout"),
                                    timeout=args.timeout, echo=True)
         if run.timed_out:
-            print(f"[train_mwms] ERROR: the workers did not finish in {args.timeout} s and were stopped; "
-                  "raise --timeout or lower --epochs/--max-steps", file=sys.stderr)
+            raise RunTimeout(f"the workers did not finish in {args.timeout} s and were stopped; "
+                             "raise --timeout or lower --epochs/--max-steps")
         return run.returncode
 
     index, cluster = configure_worker(args.cluster)  # MWMS: TF_CONFIG must exist before the strategy
@@ -198,10 +202,10 @@ def main(argv=None) -> int:
     checkpoint_dir = args.checkpoint_dir if index == 0 else tempfile.mkdtemp(prefix=f"mwms-worker{index}-")
     training.ensure_writable_dir(checkpoint_dir)
     checkpoint = training.EpochCheckpoint(checkpoint_dir, model, optimizer)
-    callbacks = [checkpoint.callback()]
-    initial_epoch = 0
-    if args.resume:  # MWMS: all workers restore worker 0's checkpoint (same file system here)
-        initial_epoch = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer).restore()
+    callbacks = [checkpoint.callback(), *callbacks]
+    # MWMS: every worker restores worker 0's checkpoint itself (same file system here): nothing to broadcast
+    initial_epoch = training.restore_together(training.EpochCheckpoint(args.checkpoint_dir, model, optimizer),
+                                              args.resume, index)
     verbose = 2 if index == 0 else 0  # MWMS: log on worker 0 only
 
     if index == 0:
@@ -216,13 +220,15 @@ def main(argv=None) -> int:
     finally:
         if index != 0:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    digest = course_model.weights_digest(model)
+    metrics = training.metrics_record(metrics, workers, model)
     print(f"[train_mwms] worker={index} test_loss={metrics['loss']:.4f} "
-          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={digest}", flush=True)
+          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}", flush=True)
     if index == 0:
-        training.write_metrics(args.metrics_json, {**metrics, "workers": workers, "weights_sha256": digest})
+        training.write_metrics(args.metrics_json, metrics)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvdcourse.examples.cli import run_main
+
+    sys.exit(run_main(main))

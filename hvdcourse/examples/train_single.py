@@ -35,8 +35,7 @@ def main(argv=None, callbacks=()) -> int:
     training.ensure_writable_dir(args.checkpoint_dir)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     callbacks.append(checkpoint.callback())
-    initial_epoch = checkpoint.restore_or_error() if args.resume else 0
-    initial_epoch = training.exit_if_error(initial_epoch)
+    initial_epoch = training.restore_together(checkpoint, args.resume)
     verbose = 2
 
     print(f"[train_single] data={dataset.source} threads={threads} batch={args.batch_size} "
@@ -46,11 +45,10 @@ def main(argv=None, callbacks=()) -> int:
               steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
               validation_data=(x_test, y_test), callbacks=callbacks, verbose=verbose)
 
-    metrics = training.evaluate(model, x_test, y_test)
-    digest = course_model.weights_digest(model)
+    metrics = training.metrics_record(training.evaluate(model, x_test, y_test), 1, model)
     print(f"[train_single] test_loss={metrics['loss']:.4f} test_accuracy={metrics['accuracy']:.4f} "
-          f"weights_sha256={digest}", flush=True)
-    training.write_metrics(args.metrics_json, {**metrics, "workers": 1, "weights_sha256": digest})
+          f"weights_sha256={metrics['weights_sha256']}", flush=True)
+    training.write_metrics(args.metrics_json, metrics)
     return 0
 
 

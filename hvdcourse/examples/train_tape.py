@@ -59,12 +59,10 @@ def main(argv=None, callbacks=()) -> int:
 
     optimizer.build(model.trainable_variables)  # Horovod: create Adam's state now, to restore and broadcast it
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
-    initial_epoch = checkpoint.restore_or_error() if args.resume and hvd.rank() == 0 else 0
-    initial_epoch = hvd.broadcast_object(initial_epoch, root_rank=0)  # Horovod: resume (or stop) together
-    initial_epoch = training.exit_if_error(initial_epoch, show=hvd.rank() == 0)  # Horovod: rank 0 says why
-    # Horovod: every rank starts from rank 0's weights and optimizer state (moments, step count), restored
-    # or new, before the first step: the first averaged gradient is then computed from one model.
-    hvd.broadcast_variables(checkpoint.variables, root_rank=0)
+    # Horovod: rank 0 restores; every rank starts from rank 0's epoch, weights and optimizer state (moments,
+    # step count), restored or new, before the first step: the first averaged gradient comes from one model.
+    initial_epoch = training.restore_together(checkpoint, args.resume, hvd.rank(),  # Horovod: resume together
+                                              hvd.broadcast_object, hvd.broadcast_variables)  # Horovod: rank 0 -> all
 
     @tf.function
     def training_step(images, labels):
@@ -104,7 +102,7 @@ def main(argv=None, callbacks=()) -> int:
 
     if metrics is None:  # resumed after the last epoch: nothing was trained, evaluate what was restored
         metrics = training.evaluate(model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum))
-    result = {**metrics, "workers": hvd.size(), "weights_sha256": course_model.weights_digest(model)}
+    result = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
     print(f"[train_tape] rank={hvd.rank()} test_accuracy={result['accuracy']:.4f} "
           f"weights_sha256={result['weights_sha256']}", flush=True)
     if hvd.rank() == 0:  # Horovod: one metrics file

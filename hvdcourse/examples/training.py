@@ -1,12 +1,14 @@
 """Training helpers shared by the single-worker and the Horovod trainers (lesson: Converting a Keras MNIST script to Horovod).
 
-Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines.
+Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines: where a helper
+needs a collective (:func:`restore_together`), the trainer passes Horovod's function in.
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
+
+from hvdcourse.runtime.errors import CourseError, StoppedWithRank0, UsageError
 
 
 def set_threads(threads: int, processes_on_node: int = 1) -> int:
@@ -83,8 +85,8 @@ def evaluate(model, x, y, batch_size: int = 256, reduce_sum=None) -> dict:
     return {"loss": loss_total / count, "accuracy": correct / count, "examples": int(count)}
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint exists but cannot be restored; the message says what to do."""
+class CheckpointError(CourseError, RuntimeError):
+    """A checkpoint exists but cannot be restored; the message says what to do (exit code 2)."""
 
 
 class EpochCheckpoint:
@@ -183,20 +185,45 @@ def optimizer_variables(optimizer) -> list:
     return variables
 
 
-def exit_if_error(value, show: bool = True):
-    """Return ``value``; if it is an exception (see :meth:`EpochCheckpoint.restore_or_error`), exit.
+def restore_together(checkpoint: EpochCheckpoint, resume: bool = True, rank: int = 0,
+                     broadcast_object=None, broadcast_variables=None) -> int:
+    """Resume every worker from the same checkpoint; return the number of epochs already done.
 
-    Prints ``error: <message>`` (when ``show``) and exits with status 2: a clean stop, no traceback.
+    The one restore of the course's trainers (lesson: Faults, hangs and elastic training):
+
+    1. rank 0 reads the latest checkpoint (if ``resume``): epoch, weights, optimizer state;
+    2. ``broadcast_object`` (Horovod's) sends the epoch to every rank, or the
+       :class:`CheckpointError` if the files could not be read: then every rank raises, rank 0 with
+       the message, the others quietly (:class:`~hvdcourse.runtime.errors.StoppedWithRank0`), and no
+       rank is left waiting in a collective for one that has exited;
+    3. ``broadcast_variables`` (Horovod's) sends rank 0's weights and optimizer state
+       (:attr:`EpochCheckpoint.variables`) to every rank **before the first step**: a broadcast after
+       the first batch (Keras' ``BroadcastGlobalVariablesCallback``) would come too late for a resumed run.
+
+    Build the optimizer's state first (``optimizer.build(model.trainable_variables)``) so that it is
+    restored and sent too. Without the two functions (one worker, or workers that each read the
+    same files, as MultiWorkerMirroredStrategy's do), each caller restores on its own.
     """
-    if isinstance(value, BaseException):
-        if show:
-            print(f"error: {value}", file=sys.stderr, flush=True)
-        sys.exit(2)
-    return value
+    outcome = checkpoint.restore_or_error() if resume and (rank == 0 or broadcast_object is None) else 0
+    if broadcast_object is not None:
+        outcome = broadcast_object(outcome, root_rank=0)
+    if isinstance(outcome, CourseError):
+        raise outcome if rank == 0 else StoppedWithRank0(outcome)
+    if broadcast_variables is not None:
+        broadcast_variables(checkpoint.variables, root_rank=0)
+    return int(outcome)
+
+
+def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
+    """The metrics every trainer writes with ``--metrics-json``: ``loss``, ``accuracy``, ``examples``
+    (from :func:`evaluate`), ``workers``, ``weights_sha256``, then ``extra`` (e.g. ``epochs``)."""
+    from hvdcourse.examples.model import weights_digest
+
+    return {**evaluated, "workers": int(workers), "weights_sha256": weights_digest(model), **extra}
 
 
 def ensure_writable_dir(path: str) -> None:
-    """Create ``path`` or exit with a clear message if it cannot be written."""
+    """Create ``path``; raise :class:`~hvdcourse.runtime.errors.UsageError` if it cannot be written."""
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, ".write-test")
@@ -204,8 +231,8 @@ def ensure_writable_dir(path: str) -> None:
             pass
         os.remove(probe)
     except OSError as err:
-        sys.exit(f"error: checkpoint folder {path!r} is not writable ({err.strerror}). "
-                 "Pass --checkpoint-dir with a folder you can write to.")
+        raise UsageError(f"checkpoint folder {path!r} is not writable ({err.strerror}). "
+                         "Pass --checkpoint-dir with a folder you can write to.") from None
 
 
 def write_metrics(path: str | None, metrics: dict) -> None:

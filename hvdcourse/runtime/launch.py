@@ -154,8 +154,9 @@ _FROM_LAUNCHERS = (
     (re.compile(r"^\[(?:\d+,)?(\d+)\]<stderr>:Traceback", re.M),
      lambda m: f"rank {m[1]} failed first (Python exception)"),
 )
-# A course script that stopped on bad input prints one "error: ..." line (no rank failed: all stop).
-_REPORTED_ERROR = re.compile(r"^(?:\[[\d,]+\]<stderr>:)?(error: [^\n]{1,300})", re.M)
+# A course script that stopped on bad input prints one "hvdcourse: error: ..." line (no rank failed: all
+# stop; hvdcourse.runtime.errors.run_cli).
+_REPORTED_ERROR = re.compile(r"^(?:\[[\d,]+\]<stderr>:)?(?:hvdcourse: )?(error: [^\n]{1,300})", re.M)
 
 
 def failure_summary(output: str) -> str:
@@ -273,6 +274,8 @@ def _run(cmd: list, launcher: str, timeout: float, env: dict, cwd, max_output: i
 
 def main(argv=None) -> int:
     """``python -m hvdcourse.runtime.launch -np 2 --launcher mpi --timeout 60 -- python script.py``"""
+    from hvdcourse.runtime.errors import RunTimeout, UsageError
+
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("-np", type=int, default=2, help="number of ranks (default 2)")
     parser.add_argument("--launcher", choices=LAUNCHERS, default="gloo")
@@ -284,13 +287,15 @@ def main(argv=None) -> int:
         parser.error("give the program to run after --")
     try:
         result = run_ranks(program, args.np, args.launcher, args.timeout, echo=True)
-    except (RuntimeError, ValueError) as err:  # no MPI, a wrong launcher/np combination
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # a wrong launcher/np combination (no MPI: MissingToolError, exit 2)
+        raise UsageError(str(err)) from None
     if result.timed_out:
-        print(f"[hvdcourse] run timed out after {args.timeout:.0f} s", file=sys.stderr)
+        raise RunTimeout(f"the run timed out after {args.timeout:.0f} s and all ranks were killed; "
+                         "raise --timeout or make the run shorter")
     return result.returncode
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvdcourse.runtime.errors import run_cli
+
+    sys.exit(run_cli(main))

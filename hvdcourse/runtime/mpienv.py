@@ -46,10 +46,13 @@ def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
 
 
 def require_mpi() -> str:
-    """Return the path of ``mpirun`` or raise a RuntimeError that says how to install MPI."""
+    """Return the path of ``mpirun`` or raise a :class:`~hvdcourse.runtime.errors.MissingToolError` (a
+    ``RuntimeError``) that says how to install MPI."""
+    from hvdcourse.runtime.errors import MissingToolError
+
     path = shutil.which("mpirun")
     if path is None:
-        raise RuntimeError(
+        raise MissingToolError(
             "MPI not found: no 'mpirun' on PATH. Install OpenMPI (sudo apt-get install openmpi-bin "
             "libopenmpi-dev) or load your site's MPI module (module load openmpi), then retry.")
     return path

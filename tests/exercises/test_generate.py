@@ -6,6 +6,7 @@ import pytest
 
 from hvdcourse.course.exercises import generate, paths
 from hvdcourse.course.exercises.markers import MarkerError
+from hvdcourse.runtime.errors import run_cli
 
 GOOD = """---
 jupytext:
@@ -108,8 +109,10 @@ def test_check_mode_reports_a_stale_notebook_and_exits_1(tmp_path, capsys):
     assert generate.main(args) == 0
     with open(tmp_path / "ex" / "ex99_test.ipynb", "a") as fh:
         fh.write(" ")
-    assert generate.main(["--check", *args]) == 1
-    assert "stale:" in capsys.readouterr().out
+    assert run_cli(generate.main, ["--check", *args]) == 1
+    out = capsys.readouterr()
+    assert "stale:" in out.out
+    assert out.err.startswith("hvdcourse: error: generated notebooks differ") and out.err.count("\n") == 1
 
 
 def test_notebook_whose_source_was_removed_is_deleted(tmp_path):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from hvdcourse.course.bench import machine, results
 from hvdcourse.course.bench.monitor import CpuMonitor
+from hvdcourse.runtime.errors import UsageError, run_cli
 
 PARTS = ("main", "tuning", "allreduce")
 BATCH = 256                     # per-rank batch of the main comparison (the batch sweep shows why)
@@ -408,6 +409,8 @@ def main(argv=None) -> int:
                         help="run every benchmark process at this niceness, its session's too (default: -20 as "
                              "root, else 0): on a shared machine the measurement then gets the cores first")
     args = parser.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, not {args.rounds}")
     settings = QUICK if args.quick else Settings()
     if args.rounds:
         settings = dataclasses.replace(settings, rounds=args.rounds)
@@ -416,10 +419,10 @@ def main(argv=None) -> int:
         os.environ[machine.PRIORITY_VARIABLE] = str(nice)  # every launched process applies it at start
         applied = machine.raise_priority(nice)
         if "nice" not in applied:
-            parser.error(f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root")
+            raise UsageError(f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root")
     run_suite(args.out, tuple(args.only or PARTS), settings)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -49,6 +49,7 @@ import time
 
 from hvdcourse.examples.data import KERAS_CACHE, NPM_CACHE
 from hvdcourse.runtime.mpienv import launch_env
+from hvdcourse.runtime.errors import RunFailed, RunTimeout, UsageError, run_cli
 from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
 BUILD_TIMEOUT = 1800
@@ -72,12 +73,21 @@ def execute_lesson(path: str, timeout: int = 900) -> float:
     nb = jupytext.read(path)
     os.environ.update(book_env())
     start = time.monotonic()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    except CellTimeoutError as err:
+        print(err, file=sys.stderr)
+        raise RunTimeout(f"{path}: a cell ran longer than {timeout} s (above); raise --timeout or fix the cell") from None
+    except CellExecutionError as err:
+        print(err, file=sys.stderr)  # the cell and its traceback: what the author needs to fix it
+        raise RunFailed(f"{path}: a cell failed (its source and error are above)") from None
     missing = unglued_references(nb)
     if missing:
-        raise RuntimeError(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
-                           "glue them (myst_nb.glue) or fix the names")
+        raise RunFailed(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
+                        "glue them (myst_nb.glue) or fix the names")
     return time.monotonic() - start
 
 
@@ -151,7 +161,8 @@ def prepare_cache(root: str = ROOT, inputs=INPUTS, fresh: bool = False) -> bool:
 
 
 def run_jupyter_book(root: str, timeout: int, every_page: bool, env: dict) -> int:
-    """``jupyter-book build`` of ``root`` (strict), its output shown as it goes; 124 on timeout."""
+    """``jupyter-book build`` of ``root`` (strict), its output shown as it goes; its exit code
+    (RunTimeout after ``timeout`` s)."""
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
     cmd = [jb, "build", root, "--builder", "html", "-W", "-n", "--keep-going"] + (["--all"] if every_page else [])
     proc = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True)
@@ -160,8 +171,7 @@ def run_jupyter_book(root: str, timeout: int, every_page: bool, env: dict) -> in
     except subprocess.TimeoutExpired:
         from hvdcourse.runtime.launch import kill_group
         kill_group(proc)
-        print(f"book: ERROR: the build took longer than {timeout} s and was stopped", file=sys.stderr)
-        return 124
+        raise RunTimeout(f"the book build took longer than {timeout} s and was stopped")
 
 
 def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = ROOT, inputs=INPUTS) -> int:
@@ -178,13 +188,9 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = R
         # not read that page again and would exit 0; without it, every page is read again
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(root, "_build", ".doctrees", "environment.pickle"))
-        if code != 124:
-            print(f"book: ERROR: jupyter-book failed (exit {code}); the first error above names the cell",
-                  file=sys.stderr)
-        return code
+        raise RunFailed(f"jupyter-book failed (exit {code}); the first error above names the cell")
     if not os.path.isfile(index):
-        print(f"book: ERROR: build finished but {index} is missing", file=sys.stderr)
-        return 1
+        raise RunFailed(f"the book build finished but {index} is missing")
     seconds = time.time() - start
     times = execution_times(root)
     report_times(times, start, seconds)
@@ -194,7 +200,7 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = R
               "building again so the course map shows them")
         code = run_jupyter_book(root, timeout, False, env)
         if code != 0:
-            return code
+            raise RunFailed(f"jupyter-book failed (exit {code}) in the build after recording the times")
     print(f"book: built {index} in {time.time() - start:.0f} s")
     return 0
 
@@ -245,6 +251,9 @@ def main(argv=None) -> int:
                              f"{os.path.relpath(TIMES_RECORD, ROOT)}")
     args = parser.parse_args(argv)
     if args.execute:
+        missing = [path for path in args.execute if not os.path.isfile(path)]
+        if missing:
+            raise UsageError(f"no lesson file {', '.join(missing)}; give paths such as notebooks/05_conversion.md")
         for path in args.execute:
             seconds = execute_lesson(path, timeout=args.timeout)
             print(f"executed {path} in {seconds:.1f} s")
@@ -253,4 +262,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

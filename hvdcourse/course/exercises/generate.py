@@ -19,6 +19,7 @@ import sys
 
 from hvdcourse.course.exercises import paths
 from hvdcourse.course.exercises.markers import MarkerError, clear_solutions, strip_markers
+from hvdcourse.runtime.errors import CheckFailed, run_cli
 
 ID_PATTERN = re.compile(r"^ex(\d\d)$")
 KEEP_CELL_METADATA = ("tags",)
@@ -127,18 +128,12 @@ def main(argv=None) -> int:
     parser.add_argument("--exercises", default=paths.EXERCISES_DIR, help="learner notebooks go here")
     parser.add_argument("--solutions", default=paths.SOLUTIONS_DIR, help="solution notebooks go here")
     args = parser.parse_args(argv)
-    try:
-        stale = generate(args.source, args.exercises, args.solutions, check=args.check)
-    except MarkerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    stale = generate(args.source, args.exercises, args.solutions, check=args.check)  # MarkerError: exit 2
     if args.check:
         for path in stale:
             print(f"stale: {_rel(path)}")
         if stale:
-            print("error: generated notebooks differ from their sources; run 'make exercises' and commit",
-                  file=sys.stderr)
-            return 1
+            raise CheckFailed("generated notebooks differ from their sources; run 'make exercises' and commit")
         print(f"all {len(targets(args.source, args.exercises, args.solutions))} generated notebooks are up to date")
         return 0
     print(f"wrote {len(stale)} notebook(s); "
@@ -147,4 +142,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 
+from hvdcourse.runtime.errors import UsageError
+
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 # anything that looks like a marker: caught even when misspelt ("## BEGIN SOLUTON", "### end solution")
@@ -26,8 +28,8 @@ DEFAULT_CODE_NOTE = "replace this line with your code"
 DEFAULT_MARKDOWN_NOTE = "write it here"
 
 
-class MarkerError(ValueError):
-    """Malformed solution markers; the message says where and how to fix them."""
+class MarkerError(UsageError):
+    """Malformed solution markers; the message says where and how to fix them (exit code 2)."""
 
 
 def find_regions(source: str, where: str = "cell") -> list:

@@ -36,6 +36,7 @@ from hvdcourse.course.grading.common import GRACE, progress_line
 from hvdcourse.course.grading import processes
 from hvdcourse.course.grading import report as reporting
 from hvdcourse.course.grading.runner import TOKEN_ENV
+from hvdcourse.runtime.errors import UsageError, run_cli
 from hvdcourse.runtime.paths import ROOT  # the folder that holds the package
 
 SANDBOX_UID = 61000  # the first sandbox user (one per notebook graded at once), when the grader runs as root
@@ -265,7 +266,8 @@ def add_options(parser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep each notebook's sandbox folder (debugging)")
 
 
-def main(argv=None) -> int:
+def grade_class(argv=None) -> int:
+    """Grade a class from the command line ``argv``; raises :class:`~hvdcourse.runtime.errors.UsageError` on bad input."""
     parser = argparse.ArgumentParser(
         prog="hvdcourse-grade", description="Grade a class's exercise notebooks: every notebook runs in a sandbox "
         "with time, memory, process and CPU limits; writes scores.csv, feedback/<student>.md, summary.md and "
@@ -294,7 +296,7 @@ def main(argv=None) -> int:
                         "file such as book/data/grading_throughput.json")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.submissions):
-        parser.error(f"{args.submissions!r} is not a folder; give the folder of the students' notebooks")
+        raise UsageError(f"{args.submissions!r} is not a folder; give the folder of the students' notebooks")
     args.jobs_option, args.load_before, args.cpu_before = args.jobs, os.getloadavg(), cpu_seconds()
     if args.jobs == "auto":
         args.jobs, rank_slots = jobs_auto()
@@ -308,8 +310,8 @@ def main(argv=None) -> int:
         parser.error("--timeout must be > 0 and --jobs >= 1")
     students = discover(args.submissions)
     if not students:
-        print(f"error: no notebooks found in {args.submissions}", file=sys.stderr)
-        return 1
+        raise UsageError(f"no notebooks found in {args.submissions}: it should hold one folder per student "
+                         "with their .ipynb files")
     os.makedirs(args.out, exist_ok=True)
     start = time.monotonic()
     if args.slurm:
@@ -424,6 +426,11 @@ def write_results(out: str, students: list, outcomes: list, seconds: float) -> i
     print(f"wrote {written['csv']}, {written['summary']} and {len(by_student)} feedback file(s) in "
           f"{written['feedback']}", flush=True)
     return 0
+
+
+def main(argv=None) -> int:
+    """The ``hvdcourse-grade`` command: :func:`grade_class` with the course's one-line errors and exit codes."""
+    return run_cli(grade_class, argv)
 
 
 if __name__ == "__main__":
