@@ -1,4 +1,5 @@
 """Shared code of the course *Distributed Deep Learning with Horovod*."""
+
 import os
 
 # Before anything of the course imports TensorFlow: TensorFlow >= 2.16 makes tf.keras Keras 3 unless

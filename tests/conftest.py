@@ -1,4 +1,5 @@
 """Shared fixtures: the repository root, the venv's Python, offline data, a clean process table."""
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,10 @@ def pytest_sessionfinish(session, exitstatus):
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    lines = [f"FAILED: {len(left)} process(es) started by the tests outlived the session "
-             "(a test or fixture did not clean up); they are killed now:"]
+    lines = [
+        f"FAILED: {len(left)} process(es) started by the tests outlived the session "
+        "(a test or fixture did not clean up); they are killed now:"
+    ]
     lines += [f"  pid {pid}: {cmd}" for pid, cmd in left]
     for line in lines:
         reporter.write_line(line, red=True) if reporter else print(line)
@@ -59,8 +62,13 @@ def built_book():
     ``hvdcourse.course.book.book_build``): after ``make book`` it executes no lesson and takes seconds; after a
     change to a lesson, the package or its data it executes what that change affects.
     """
-    proc = subprocess.run([sys.executable, "-m", "hvdcourse.course.book.book_build"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=2400)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvdcourse.course.book.book_build"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
     assert proc.returncode == 0, "book build failed:\n" + (proc.stdout + proc.stderr)[-6000:]
     return {"html": BUILD, "log": proc.stdout}
 

@@ -1,4 +1,5 @@
 """The measurements behind lesson 5: contiguous blocks, bytes held per loading strategy."""
+
 import numpy as np
 import pytest
 
@@ -24,7 +25,10 @@ def test_held_bytes_counts_the_array_kept_not_the_temporaries():
 
 
 def test_a_rank_reading_its_own_file_holds_its_shard_not_the_whole_set(tmp_path):
-    rows = {r["strategy"]: r for r in memory_study(rank=0, size=2, workdir=str(tmp_path), barrier=lambda: None)}
+    rows = {
+        r["strategy"]: r
+        for r in memory_study(rank=0, size=2, workdir=str(tmp_path), barrier=lambda: None)
+    }
     whole = rows["(one uint8 copy of all training images)"]["bytes"]
     own = rows["own file per rank (uint8)"]["bytes"]
     assert own == pytest.approx(whole / 2, rel=0.01)
@@ -51,7 +55,12 @@ def test_printed_metrics_reads_a_keras_epoch_line():
     from hvdcourse.course.conversion_lab import printed_metrics
 
     line = "5/5 - 26s - loss: 2.2682 - accuracy: 0.1406 - val_loss: 2.2073 - val_accuracy: 0.3426 - 26s/epoch - 5s/step"
-    assert printed_metrics(line) == {"loss": 2.2682, "accuracy": 0.1406, "val_loss": 2.2073, "val_accuracy": 0.3426}
+    assert printed_metrics(line) == {
+        "loss": 2.2682,
+        "accuracy": 0.1406,
+        "val_loss": 2.2073,
+        "val_accuracy": 0.3426,
+    }
 
 
 def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp_path):
@@ -62,16 +71,38 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
     from hvdcourse.runtime.launch import run_ranks
 
     out = tmp_path / "views.json"
-    run = run_ranks([sys.executable, "-m", "hvdcourse.course.conversion_lab", "--out", str(out), "--configs", "unscaled",
-                     "--seeds", "1", "--epochs", "1", "--max-steps", "3", "--no-memory", "--metric-views"],
-                    np=2, launcher="gloo", timeout=300)
+    run = run_ranks(
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.conversion_lab",
+            "--out",
+            str(out),
+            "--configs",
+            "unscaled",
+            "--seeds",
+            "1",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+            "--no-memory",
+            "--metric-views",
+        ],
+        np=2,
+        launcher="gloo",
+        timeout=300,
+    )
     assert run.ok, run.output[-3000:]
     views = json.load(open(out))["metric_views"]
     own, averaged = views["own"], views["averaged"]
     assert own[0]["loss"] != own[1]["loss"]
     assert averaged["loss"] == pytest.approx((own[0]["loss"] + own[1]["loss"]) / 2, rel=1e-6)
     shown = printed_metrics(views["printed"])
-    assert all(shown[k] == pytest.approx(averaged[k], abs=6e-5) for k in ("loss", "accuracy", "val_loss", "val_accuracy"))
+    assert all(
+        shown[k] == pytest.approx(averaged[k], abs=6e-5)
+        for k in ("loss", "accuracy", "val_loss", "val_accuracy")
+    )
     assert views["last_batch"]["loss"] == pytest.approx(own[0]["loss"])
 
 

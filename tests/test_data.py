@@ -1,4 +1,5 @@
 """hvdcourse.examples.data: where MNIST comes from, and what happens with bad files."""
+
 import hashlib
 import json
 import os
@@ -18,8 +19,12 @@ def no_cache(monkeypatch, tmp_path):
 
 
 def write_npz(path, n_train=20, n_test=10, shape=(28, 28), **override):
-    arrays = {"x_train": np.zeros((n_train, *shape), np.uint8), "y_train": np.arange(n_train) % 10,
-              "x_test": np.zeros((n_test, *shape), np.uint8), "y_test": np.arange(n_test) % 10}
+    arrays = {
+        "x_train": np.zeros((n_train, *shape), np.uint8),
+        "y_train": np.arange(n_train) % 10,
+        "x_test": np.zeros((n_test, *shape), np.uint8),
+        "y_test": np.arange(n_test) % 10,
+    }
     arrays.update(override)
     np.savez(path, **arrays)
     return str(path)
@@ -84,7 +89,10 @@ def test_split_puts_a_fifth_of_each_digit_in_the_test_set(fake_npm):
 def test_train_and_test_share_no_image(fake_npm):
     _, tgz, sums = fake_npm
     ds = data.convert_npm_digits(tgz, sums)
-    ids = lambda x: {(int(im[0, 0]), int(im[0, 1])) for im in x}  # (digit, index in its file)
+
+    def ids(x):  # (digit, index in its file) of each image
+        return {(int(im[0, 0]), int(im[0, 1])) for im in x}
+
     train, test = ids(ds.x_train), ids(ds.x_test)
     assert not train & test and len(train) + len(test) == sum(FAKE_COUNTS)
 
@@ -160,6 +168,7 @@ def test_offline_copy_prints_a_notice_naming_prepare_data(offline_only, capsys):
 
 # --- the order of the sources ---------------------------------------------------------------------------
 
+
 def test_nothing_available_gives_one_line_saying_how_to_get_it(no_cache):
     with pytest.raises(data.DataError) as err:
         data.load_mnist()
@@ -175,13 +184,18 @@ def test_offline_copy_is_used_when_keras_has_none(no_cache, monkeypatch, tmp_pat
 
 def test_download_is_tried_before_the_offline_copy(no_cache, monkeypatch, tmp_path):
     monkeypatch.setattr(data, "NPM_CACHE", write_npz(tmp_path / "npm.npz", n_train=40))
-    monkeypatch.setattr(data, "download_mnist", lambda: write_npz(tmp_path / "full.npz", n_train=60))
+    monkeypatch.setattr(
+        data, "download_mnist", lambda: write_npz(tmp_path / "full.npz", n_train=60)
+    )
     assert len(data.load_mnist(download=True).x_train) == 60
 
 
-def test_failed_download_falls_back_to_the_offline_copy_and_says_why(no_cache, monkeypatch, tmp_path, capsys):
+def test_failed_download_falls_back_to_the_offline_copy_and_says_why(
+    no_cache, monkeypatch, tmp_path, capsys
+):
     def offline():
         raise OSError("network unreachable")
+
     monkeypatch.setattr(data, "NPM_CACHE", write_npz(tmp_path / "npm.npz", n_train=40))
     monkeypatch.setattr(data, "download_mnist", offline)
     assert len(data.load_mnist(download=True).x_train) == 40
@@ -252,6 +266,7 @@ def test_shard_rejects_rank_outside_size():
 def test_prepare_data_offline_fails_with_advice(tmp_path, capsys, monkeypatch):
     def offline(*a, **k):
         raise OSError("network unreachable")
+
     monkeypatch.setattr(data, "download_mnist", offline)
     assert data.prepare_main(["--out", str(tmp_path / "m.npz")]) == 2
     err = capsys.readouterr().err

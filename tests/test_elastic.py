@@ -11,6 +11,7 @@ Either way training must go on with 1 worker from the last commit (epoch and bat
 finish all epochs, and lose or repeat no step: the optimizer's step count at the end is exactly
 what the committed progress plus the remaining steps add up to.
 """
+
 import pytest
 
 from hvdcourse.runtime.discover_hosts import HostsFileError, main as discover_main, parse_hosts
@@ -26,7 +27,11 @@ RECOVERY_BOUND = 30  # seconds from the loss of a worker to training going on wi
 
 def expected_iterations(start):
     """Steps the survivor must have done at the end, from its restart line (no step lost or repeated)."""
-    return start["iterations"] + (start["steps"] - start["batch"]) + (EPOCHS - start["epoch"] - 1) * start["steps"]
+    return (
+        start["iterations"]
+        + (start["steps"] - start["batch"])
+        + (EPOCHS - start["epoch"] - 1) * start["steps"]
+    )
 
 
 @pytest.fixture(scope="module", params=["host-removed", "worker-killed"])
@@ -34,12 +39,24 @@ def elastic_run(request, tmp_path_factory):
     cwd = tmp_path_factory.mktemp(request.param)
     hosts_file = str(cwd / "hosts.txt")
     if request.param == "host-removed":
-        run, events = run_on_this_machine(ARGS, hosts_file, [("localhost", 2)], then_hosts=[("localhost", 1)],
-                                          when="Epoch 2/", timeout=RUN_BOUND + 60, cwd=str(cwd))
+        run, events = run_on_this_machine(
+            ARGS,
+            hosts_file,
+            [("localhost", 2)],
+            then_hosts=[("localhost", 1)],
+            when="Epoch 2/",
+            timeout=RUN_BOUND + 60,
+            cwd=str(cwd),
+        )
     else:
-        run, events = run_on_this_machine(ARGS, hosts_file, [("localhost", 1), ("127.0.0.1", 1)],
-                                          fault=dict(rank=1, at_step=25, mode="kill"),
-                                          timeout=RUN_BOUND + 60, cwd=str(cwd))
+        run, events = run_on_this_machine(
+            ARGS,
+            hosts_file,
+            [("localhost", 1), ("127.0.0.1", 1)],
+            fault=dict(rank=1, at_step=25, mode="kill"),
+            timeout=RUN_BOUND + 60,
+            cwd=str(cwd),
+        )
     return request.param, run, events
 
 
@@ -72,7 +89,9 @@ def test_training_goes_on_within_the_recovery_bound(elastic_run):
     scenario, _, events = elastic_run
     lost = events["changed"] if scenario == "host-removed" else events["fault"]
     assert events["resumed"] - lost < RECOVERY_BOUND
-    print(f"{scenario}: training went on {events['resumed'] - lost:.1f} s after the worker was lost")
+    print(
+        f"{scenario}: training went on {events['resumed'] - lost:.1f} s after the worker was lost"
+    )
 
 
 def test_discovery_prints_the_hosts_file(tmp_path, capsys):

@@ -1,4 +1,5 @@
 """hvdcourse.runtime.engines: MPI engines start, run %%px cells, and never outlive their notebook."""
+
 import os
 import signal
 import subprocess
@@ -34,7 +35,9 @@ def wait_until_gone(pids, seconds=15):
 
 def test_two_engines_are_the_two_ranks_of_one_mpi_job():
     with MPIEngines(n=2, activate=False) as engines:
-        engines.view.execute("from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)")
+        engines.view.execute(
+            "from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)"
+        )
         assert engines.view.pull("me") == [(0, 2), (1, 2)]
 
 
@@ -44,7 +47,9 @@ def test_px_cell_runs_on_every_engine():
     shell = InteractiveShell.instance()
     engines = engines_mod.start_engines(n=2)
     try:
-        result = shell.run_cell("%%px\nfrom mpi4py import MPI\nrank_seen = MPI.COMM_WORLD.Get_rank() * 10")
+        result = shell.run_cell(
+            "%%px\nfrom mpi4py import MPI\nrank_seen = MPI.COMM_WORLD.Get_rank() * 10"
+        )
         assert result.success, result.error_in_exec
         assert engines.view.pull("rank_seen") == [0, 10]
     finally:
@@ -56,7 +61,11 @@ def test_stop_leaves_no_controller_mpirun_or_engine_process():
     engines.start()
     pids = engines.pids()
     commands = " ".join(" ".join(psutil.Process(p).cmdline()) for p in pids)
-    assert "ipyparallel.controller" in commands and "ipyparallel.engine" in commands and "mpirun" in commands
+    assert (
+        "ipyparallel.controller" in commands
+        and "ipyparallel.engine" in commands
+        and "mpirun" in commands
+    )
     assert engines.stop() == 0
     assert wait_until_gone(pids) == []
 
@@ -104,14 +113,26 @@ OWNER = textwrap.dedent("""
 
 @pytest.mark.parametrize("how", ["exit", "kill"])
 def test_engines_die_with_the_process_that_started_them(how):
-    proc = subprocess.run([PYTHON, "-c", OWNER, how], capture_output=True, text=True, timeout=180,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    proc = subprocess.run(
+        [PYTHON, "-c", OWNER, how],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     if how == "kill":
         assert proc.returncode == -signal.SIGKILL
     else:
         assert proc.returncode == 0, proc.stderr[-2000:]
-    pids = [int(p) for line in proc.stdout.splitlines() if line.startswith("PIDS") for p in line.split()[1:]]
-    assert len(pids) >= 4, proc.stdout + proc.stderr[-2000:]  # controller, mpirun, 2 engines at least
+    pids = [
+        int(p)
+        for line in proc.stdout.splitlines()
+        if line.startswith("PIDS")
+        for p in line.split()[1:]
+    ]
+    # controller, mpirun, 2 engines at least
+    assert len(pids) >= 4, proc.stdout + proc.stderr[-2000:]
     assert wait_until_gone(pids, seconds=20) == []
 
 
@@ -132,7 +153,9 @@ def test_restart_ends_a_rank_stuck_in_an_mpi_barrier():
     engines = MPIEngines(n=2, activate=False)
     engines.start()
     try:
-        stuck = engines.client[0].execute("from mpi4py import MPI; MPI.COMM_WORLD.Barrier()", block=False)
+        stuck = engines.client[0].execute(
+            "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()", block=False
+        )
         time.sleep(2)
         assert not stuck.ready()  # rank 1 never joins: rank 0 waits in the barrier
         old = engines.pids()

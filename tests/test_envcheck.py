@@ -1,12 +1,17 @@
 """hvdcourse-check: the environment check the course asks learners to run first."""
+
 import subprocess
 
 from conftest import PYTHON
 
 
 def test_check_passes_on_two_ranks_with_gloo_and_mpi():
-    proc = subprocess.run([PYTHON, "-m", "hvdcourse.course.envcheck", "--ranks", "2"], capture_output=True,
-                          text=True, timeout=400)
+    proc = subprocess.run(
+        [PYTHON, "-m", "hvdcourse.course.envcheck", "--ranks", "2"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "[X] TensorFlow" in out and "[X] MPI" in out and "[X] Gloo" in out
@@ -19,8 +24,11 @@ def test_check_passes_on_two_ranks_with_gloo_and_mpi():
 def test_horovodrun_check_build_lists_tensorflow_mpi_and_gloo():
     import os
     import sys
+
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    out = subprocess.run([horovodrun, "--check-build"], capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(
+        [horovodrun, "--check-build"], capture_output=True, text=True, timeout=120
+    ).stdout
     for needed in ("[X] TensorFlow", "[X] MPI", "[X] Gloo"):
         assert needed in out, out
 

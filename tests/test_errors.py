@@ -2,6 +2,7 @@
 and the exit code documented in hvdcourse/runtime/errors.py and the README (2: fix your input,
 3: a run failed or timed out). One test per family of commands; the trainers' and the launcher's
 bad input is in test_faults_bad_input.py, the data preparation's in test_data.py."""
+
 import os
 import subprocess
 
@@ -18,8 +19,14 @@ def one_error_line(text: str) -> str:
 
 
 def command(args, timeout=120):
-    proc = subprocess.run([PYTHON, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+    proc = subprocess.run(
+        [PYTHON, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -32,8 +39,15 @@ def test_a_course_error_is_one_line_with_its_exit_code(capsys):
     assert err == "hvdcourse: error: srun not found on PATH; load your site's Slurm module\n"
 
 
-@pytest.mark.parametrize("error, code", [(errors.UsageError("x"), 2), (errors.RunFailed("x"), 3),
-                                         (errors.RunTimeout("x"), 3), (errors.CheckFailed("x"), 1)])
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (errors.UsageError("x"), 2),
+        (errors.RunFailed("x"), 3),
+        (errors.RunTimeout("x"), 3),
+        (errors.CheckFailed("x"), 1),
+    ],
+)
 def test_each_kind_of_error_has_its_documented_exit_code(error, code, capsys):
     def main(argv):
         raise error
@@ -65,13 +79,17 @@ def test_envcheck_with_an_unknown_launcher_gives_one_error_line():
 
 
 def test_grader_on_a_missing_folder_gives_one_error_line(tmp_path):
-    code, out = command(["hvdcourse.course.grading.grader", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    code, out = command(
+        ["hvdcourse.course.grading.grader", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]
+    )
     assert code == 2
     assert "is not a folder" in one_error_line(out)
 
 
 def test_book_build_of_a_missing_lesson_gives_one_error_line():
-    code, out = command(["hvdcourse.course.book.book_build", "--execute", "notebooks/99_nothing.md"])
+    code, out = command(
+        ["hvdcourse.course.book.book_build", "--execute", "notebooks/99_nothing.md"]
+    )
     assert code == 2
     assert "no lesson file notebooks/99_nothing.md" in one_error_line(out)
 

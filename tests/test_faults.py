@@ -4,6 +4,7 @@ Each run injects one fault with :mod:`hvdcourse.course.faults` into a 2-rank ``t
 the outcome (non-zero exit, a summary line naming rank 1) and the time bounds: from the fault to
 the end of the run, and the whole run.
 """
+
 import os
 import subprocess
 import time
@@ -16,11 +17,13 @@ from hvdcourse.course import faults
 from hvdcourse.runtime.launch import failure_summary
 
 QUICK = ["--epochs", "2", "--max-steps", "5", "--batch-size", "32", "--no-resume"]
-RUN_BOUND = 120  # seconds for a whole failed run, start-up included (about 20-35 s on an idle machine)
+# seconds for a whole failed run, start-up included (about 20-35 s on an idle machine)
+RUN_BOUND = 120
 EXIT_BOUND = 30  # seconds from the fault to the end of the run (crash, kill)
 # A hung rank is found by Horovod's stall check; the test shortens it (the course's default: 20 s / 60 s).
 STALL = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "15"}
-HANG_EXIT_BOUND = 60  # shutdown after 15 s, plus the stall check period and exit (24-46 s seen on a loaded machine)
+# shutdown after 15 s, plus the stall check period and exit (24-46 s seen on a loaded machine)
+HANG_EXIT_BOUND = 60
 
 
 def assert_failed_fast(run, after_fault, bound=EXIT_BOUND):
@@ -34,19 +37,35 @@ def assert_failed_fast(run, after_fault, bound=EXIT_BOUND):
 @pytest.mark.parametrize("launcher", ["mpirun", "gloo", "mpi"])
 @pytest.mark.parametrize("mode", ["crash", "kill"])
 def test_dead_rank_ends_the_run_within_the_bound_naming_the_rank(tmp_path, launcher, mode):
-    run, after_fault = faults.run_with_fault([*QUICK, "--checkpoint-dir", "ckpt"], mode=mode, rank=1,
-                                             at_step=3, launcher=launcher, timeout=150, cwd=str(tmp_path))
+    run, after_fault = faults.run_with_fault(
+        [*QUICK, "--checkpoint-dir", "ckpt"],
+        mode=mode,
+        rank=1,
+        at_step=3,
+        launcher=launcher,
+        timeout=150,
+        cwd=str(tmp_path),
+    )
     assert_failed_fast(run, after_fault)
     assert run.failure.startswith("rank 1 failed first"), run.output[-3000:]
     assert "[hvdcourse] FAILED after" in run.output.splitlines()[-1]
-    print(f"{launcher}/{mode}: exit {run.returncode} after {run.seconds:.1f} s, "
-          f"{after_fault:.1f} s after the fault: {run.failure}")
+    print(
+        f"{launcher}/{mode}: exit {run.returncode} after {run.seconds:.1f} s, "
+        f"{after_fault:.1f} s after the fault: {run.failure}"
+    )
 
 
 def test_hung_rank_is_ended_by_the_stall_check(tmp_path):
-    run, after_fault = faults.run_with_fault([*QUICK, "--checkpoint-dir", "ckpt"], mode="hang", rank=1,
-                                             at_step=3, launcher="mpirun", timeout=150, env=STALL,
-                                             cwd=str(tmp_path))
+    run, after_fault = faults.run_with_fault(
+        [*QUICK, "--checkpoint-dir", "ckpt"],
+        mode="hang",
+        rank=1,
+        at_step=3,
+        launcher="mpirun",
+        timeout=150,
+        env=STALL,
+        cwd=str(tmp_path),
+    )
     assert_failed_fast(run, after_fault, bound=HANG_EXIT_BOUND)
     assert "Missing ranks" in run.output  # Horovod's stall report names rank 1
     assert run.failure.startswith("rank 1 failed first"), run.output[-3000:]
@@ -80,7 +99,9 @@ def test_fault_rank_comes_from_the_launchers_variables():
 
 def test_unknown_fault_mode_is_refused_with_the_choices():
     with pytest.raises(ValueError, match="crash, kill, exit, hang"):
-        faults.callbacks_from_env(rank=1, environ={"HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"})
+        faults.callbacks_from_env(
+            rank=1, environ={"HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"}
+        )
 
 
 def test_crash_callback_raises_after_the_given_step():
@@ -90,21 +111,38 @@ def test_crash_callback_raises_after_the_given_step():
         callback.on_train_batch_end(1)
 
 
-@pytest.mark.parametrize("output, expected", [
-    ("mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
-     "rank 1 failed first (killed by signal 9, Killed)"),
-    ("  Process name: [[16067,1],1]\n  Exit code:    1\n", "rank 1 failed first (exit code 1)"),
-    ("Process name: 1\nExit code: 137\n", "rank 1 failed first (exit code 137: killed by SIGKILL)"),
-    ("Process name: localhost[1]\nExit code: 134\n",
-     "the worker in slot 1 of host localhost failed first (exit code 134: killed by SIGABRT)"),
-    ("Missing ranks:\n[1,0]<stderr>:1!: [grads_0]\n",
-     "rank 1 failed first (stalled: it never joined the others' collective)"),
-    ("[hvdcourse] rank 0 stopped: Horovod was shut down\n[hvdcourse] rank 1 failed: ValueError: bad\n"
-     "  Process name: [[5,1],0]\n  Exit code:    1\n", "rank 1 failed first (ValueError: bad)"),
-    ("error: data file 'x.npz' is corrupt\n  Process name: [[5,1],1]\n  Exit code:    2\n",
-     "stopped on a reported error: data file 'x.npz' is corrupt"),
-    ("no clue here", ""),
-])
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        (
+            "mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).",
+            "rank 1 failed first (killed by signal 9, Killed)",
+        ),
+        ("  Process name: [[16067,1],1]\n  Exit code:    1\n", "rank 1 failed first (exit code 1)"),
+        (
+            "Process name: 1\nExit code: 137\n",
+            "rank 1 failed first (exit code 137: killed by SIGKILL)",
+        ),
+        (
+            "Process name: localhost[1]\nExit code: 134\n",
+            "the worker in slot 1 of host localhost failed first (exit code 134: killed by SIGABRT)",
+        ),
+        (
+            "Missing ranks:\n[1,0]<stderr>:1!: [grads_0]\n",
+            "rank 1 failed first (stalled: it never joined the others' collective)",
+        ),
+        (
+            "[hvdcourse] rank 0 stopped: Horovod was shut down\n[hvdcourse] rank 1 failed: ValueError: bad\n"
+            "  Process name: [[5,1],0]\n  Exit code:    1\n",
+            "rank 1 failed first (ValueError: bad)",
+        ),
+        (
+            "error: data file 'x.npz' is corrupt\n  Process name: [[5,1],1]\n  Exit code:    2\n",
+            "stopped on a reported error: data file 'x.npz' is corrupt",
+        ),
+        ("no clue here", ""),
+    ],
+)
 def test_failure_summary_names_the_rank_that_failed_first(output, expected):
     assert failure_summary(output) == expected
 
@@ -114,32 +152,61 @@ def test_leftover_scan_finds_an_orphaned_process_by_its_marker():
     # the child forks a grandchild and exits at once: the grandchild is an orphan, as a rank
     # whose launcher died would be
     code = "import os, time\nif os.fork() == 0:\n    time.sleep(120)\n"
-    subprocess.run([PYTHON, "-c", code], env={**os.environ, "HVDCOURSE_TEST_SESSION": marker}, check=True)
+    subprocess.run(
+        [PYTHON, "-c", code], env={**os.environ, "HVDCOURSE_TEST_SESSION": marker}, check=True
+    )
     try:
         found = faults.leftover_processes("HVDCOURSE_TEST_SESSION", marker, wait=0)
         assert len(found) == 1 and "time.sleep" in found[0][1]
     finally:
-        faults.kill_processes(pid for pid, _ in faults.leftover_processes("HVDCOURSE_TEST_SESSION", marker, 0))
+        faults.kill_processes(
+            pid for pid, _ in faults.leftover_processes("HVDCOURSE_TEST_SESSION", marker, 0)
+        )
     assert faults.leftover_processes("HVDCOURSE_TEST_SESSION", marker, wait=5) == []
 
 
 def test_fault_runner_rejects_a_module_without_main(tmp_path):
-    proc = subprocess.run([PYTHON, "-m", "hvdcourse.course.faults", "hvdcourse.runtime.mpienv"], capture_output=True,
-                          text=True, timeout=60, cwd=str(tmp_path))
+    proc = subprocess.run(
+        [PYTHON, "-m", "hvdcourse.course.faults", "hvdcourse.runtime.mpienv"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(tmp_path),
+    )
     assert proc.returncode == 2
     assert "has no main(argv, callbacks) function" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_session_fails_when_a_test_leaves_a_process_behind(tmp_path):
     probe = os.path.join(ROOT, "tests", "helpers", "leaves_a_process.py")
-    proc = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-                           "--confcutdir", os.path.join(ROOT, "tests"), probe],
-                          capture_output=True, text=True, timeout=120, cwd=os.path.join(ROOT, "tests"),
-                          env={**os.environ, "HVDCOURSE_LEFTOVER_WAIT": "1"})
+    proc = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "--confcutdir",
+            os.path.join(ROOT, "tests"),
+            probe,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.join(ROOT, "tests"),
+        env={**os.environ, "HVDCOURSE_LEFTOVER_WAIT": "1"},
+    )
     out = proc.stdout + proc.stderr
     assert "1 passed" in out  # the test itself passed ...
     assert proc.returncode == 1, out  # ... but the session failed
-    assert "1 process(es) started by the tests outlived the session" in out and "time.sleep(120)" in out
+    assert (
+        "1 process(es) started by the tests outlived the session" in out
+        and "time.sleep(120)" in out
+    )
     pid = int(out.split("pid ", 1)[1].split(":", 1)[0])
     time.sleep(0.5)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # and was killed
+    # and was killed
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

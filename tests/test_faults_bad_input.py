@@ -6,6 +6,7 @@ argparse's usage errors print the usage and exit 2.
 
 (The corrupt checkpoint is in test_resume.py, next to the checkpoints it corrupts.)
 """
+
 import os
 import subprocess
 
@@ -19,8 +20,14 @@ QUICK = ["--epochs", "1", "--max-steps", "2"]
 
 
 def run_cli(args, env=None, cwd=None, timeout=120):
-    proc = subprocess.run([PYTHON, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [PYTHON, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -47,13 +54,19 @@ def test_wrong_argument_of_the_elastic_trainer_gets_a_usage_message():
 
 
 def test_wrong_fault_variable_gets_a_usage_message():
-    code, out = run_cli(["-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd"], env={
-        "HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"})
-    assert_one_error_line(code, out, "HVDCOURSE_FAIL_MODE='explode' is not one of crash, kill, exit, hang")
+    code, out = run_cli(
+        ["-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd"],
+        env={"HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"},
+    )
+    assert_one_error_line(
+        code, out, "HVDCOURSE_FAIL_MODE='explode' is not one of crash, kill, exit, hang"
+    )
 
 
 def test_single_process_launcher_with_two_ranks_is_refused_clearly():
-    code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", "python", "--", "true"])
+    code, out = run_cli(
+        ["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", "python", "--", "true"]
+    )
     assert_one_error_line(code, out, "hvdcourse: error: launcher 'python' runs a single process")
 
 
@@ -64,20 +77,42 @@ def path_without_mpi(tmp_path):
 
 def test_missing_mpi_is_reported_with_how_to_install_it(tmp_path):
     for launcher in ("mpirun", "mpi"):
-        code, out = run_cli(["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", launcher, "--", "true"],
-                            env={"PATH": path_without_mpi(tmp_path)})
-        assert_one_error_line(code, out, "MPI not found: no 'mpirun' on PATH", "apt-get install openmpi-bin")
+        code, out = run_cli(
+            ["-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", launcher, "--", "true"],
+            env={"PATH": path_without_mpi(tmp_path)},
+        )
+        assert_one_error_line(
+            code, out, "MPI not found: no 'mpirun' on PATH", "apt-get install openmpi-bin"
+        )
 
 
 def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
     data = tmp_path / "mnist.npz"
     data.write_bytes(b"PK\x03\x04 this is not a real npz archive")
     before = data.read_bytes()
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
-                    np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.examples.train_hvd",
+            *QUICK,
+            "--data",
+            str(data),
+            "--checkpoint-dir",
+            "ckpt",
+        ],
+        np=2,
+        launcher="mpirun",
+        timeout=RUN_BOUND + 30,
+        cwd=str(tmp_path),
+    )
     assert not run.timed_out and run.seconds < RUN_BOUND
-    assert_clean_error(run.returncode, run.output, f"hvdcourse: error: data file '{data}' is corrupt",
-                       "hvdcourse-prepare-data")  # each rank read the file and says so
+    assert_clean_error(
+        run.returncode,
+        run.output,
+        f"hvdcourse: error: data file '{data}' is corrupt",
+        "hvdcourse-prepare-data",
+    )  # each rank read the file and says so
     assert run.failure.startswith("stopped on a reported error: data file")
     assert data.read_bytes() == before
 
@@ -85,16 +120,39 @@ def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
 def test_data_file_with_wrong_arrays_names_the_missing_ones(tmp_path):
     data = tmp_path / "other.npz"
     np.savez(data, images=np.zeros((2, 28, 28), np.uint8))
-    code, out = run_cli(["-m", "hvdcourse.examples.train_single", *QUICK, "--data", str(data), "--checkpoint-dir", "ckpt"],
-                        cwd=str(tmp_path))
+    code, out = run_cli(
+        [
+            "-m",
+            "hvdcourse.examples.train_single",
+            *QUICK,
+            "--data",
+            str(data),
+            "--checkpoint-dir",
+            "ckpt",
+        ],
+        cwd=str(tmp_path),
+    )
     assert_one_error_line(code, out, "lacks the arrays ['x_train', 'y_train', 'x_test', 'y_test']")
 
 
 def test_unwritable_checkpoint_folder_stops_the_run_with_a_clear_message(tmp_path):
     blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the checkpoint folder should go\n")  # root ignores chmod; this cannot be
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *QUICK, "--checkpoint-dir", str(blocker / "ckpt")],
-                    np=2, launcher="mpirun", timeout=RUN_BOUND + 30, cwd=str(tmp_path))
+    # root ignores chmod; this cannot be
+    blocker.write_text("a file where the checkpoint folder should go\n")
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.examples.train_hvd",
+            *QUICK,
+            "--checkpoint-dir",
+            str(blocker / "ckpt"),
+        ],
+        np=2,
+        launcher="mpirun",
+        timeout=RUN_BOUND + 30,
+        cwd=str(tmp_path),
+    )
     assert not run.timed_out and run.seconds < RUN_BOUND  # rank 1 did not wait forever for rank 0
     assert_one_error_line(run.returncode, run.output, "is not writable", "Pass --checkpoint-dir")
     assert blocker.read_text() == "a file where the checkpoint folder should go\n"
@@ -110,8 +168,18 @@ def test_malformed_exercise_marker_names_the_place_and_writes_nothing(tmp_path):
     assert "### END SOLUTION\n" in text
     (source / "ex01_collectives.md").write_text(text.replace("### END SOLUTION\n", "", 1))
     (learner / "ex01_collectives.ipynb").write_text("previous learner notebook\n")
-    code, out = run_cli(["-m", "hvdcourse.course.exercises.generate", "--source", str(source),
-                         "--exercises", str(learner), "--solutions", str(solutions)])
+    code, out = run_cli(
+        [
+            "-m",
+            "hvdcourse.course.exercises.generate",
+            "--source",
+            str(source),
+            "--exercises",
+            str(learner),
+            "--solutions",
+            str(solutions),
+        ]
+    )
     assert_one_error_line(code, out, "hvdcourse: error: ", "ex01_collectives.md", "cell")
     assert (learner / "ex01_collectives.ipynb").read_text() == "previous learner notebook\n"
     assert not list(solutions.iterdir())

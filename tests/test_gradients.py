@@ -1,4 +1,5 @@
 """hvdcourse.course.gradients: averaged equal-shard gradients are the full-batch gradient; unequal shards need weights."""
+
 import numpy as np
 import pytest
 
@@ -68,7 +69,12 @@ def test_batch_norm_uses_each_ranks_statistics_and_sync_batch_norm_the_global_on
     from conftest import PYTHON
     from hvdcourse.runtime.launch import run_ranks
 
-    run = run_ranks([PYTHON, "-m", "hvdcourse.course.gradients", "--per-rank-batch", "4"], np=2, launcher="gloo", timeout=240)
+    run = run_ranks(
+        [PYTHON, "-m", "hvdcourse.course.gradients", "--per-rank-batch", "4"],
+        np=2,
+        launcher="gloo",
+        timeout=240,
+    )
     assert run.ok, run.output[-3000:]
     reports = [found[0] for found in run.results]  # one batch size: one report per rank
     assert [r["rank"] for r in reports] == [0, 1]

@@ -1,4 +1,5 @@
 """hvdcourse.course.hardware: the memory and compute estimates of lesson 1 follow their published formulas."""
+
 import math
 
 from hvdcourse.course import hardware
@@ -22,13 +23,18 @@ def test_gpt3_training_costs_about_3_point_15e23_flops():
 
 def test_twice_the_devices_halves_the_ideal_training_time():
     flops = 1e21
-    assert math.isclose(hardware.training_days(flops, 2, GCD), hardware.training_days(flops, 1, GCD) / 2)
+    assert math.isclose(
+        hardware.training_days(flops, 2, GCD), hardware.training_days(flops, 1, GCD) / 2
+    )
 
 
 def test_largest_batch_fits_and_one_more_does_not():
     model = next(m for m in hardware.MODELS if m.name == "GPT-2 XL")
     b = hardware.max_batch(model, GCD)
-    need = lambda batch: hardware.training_state_gb(model.params) + hardware.activation_gb(model, batch)
+
+    def need(batch):
+        return hardware.training_state_gb(model.params) + hardware.activation_gb(model, batch)
+
     assert b >= 1 and need(b) <= GCD.memory_gb < need(b + 1)
 
 

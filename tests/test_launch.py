@@ -1,4 +1,5 @@
 """hvdcourse.runtime.launch: multi-process runs always end, and leave no process behind."""
+
 import os
 import re
 import time
@@ -32,33 +33,45 @@ def test_no_rank_survives_a_timeout(tmp_path):
 
 
 def test_output_is_capped():
-    run = run_ranks([PYTHON, "-c", "print('x' * 100000)"], np=1, launcher="python", timeout=30, max_output=1000)
+    run = run_ranks(
+        [PYTHON, "-c", "print('x' * 100000)"], np=1, launcher="python", timeout=30, max_output=1000
+    )
     assert run.ok and len(run.output) <= 1000
 
 
 def test_unknown_launcher_is_refused():
     import pytest
+
     with pytest.raises(ValueError, match="choose one of"):
         run_ranks(["true"], np=2, launcher="ssh")
 
 
 # What mpirun --tag-output printed for two ranks that each wrote "a\nb\nc", then "d\n" (OpenMPI 4.1.4):
 # a tag per piece read from a rank, so a line written in two pieces is split and glued to another rank's.
-MPIRUN_PIECES = ("[1,0]<stdout>:a\n[1,0]<stdout>:b\n[1,0]<stdout>:c[1,1]<stdout>:a\n[1,1]<stdout>:b\n"
-                 "[1,1]<stdout>:c[1,0]<stdout>:d\n[1,1]<stdout>:d\n")
+MPIRUN_PIECES = (
+    "[1,0]<stdout>:a\n[1,0]<stdout>:b\n[1,0]<stdout>:c[1,1]<stdout>:a\n[1,1]<stdout>:b\n"
+    "[1,1]<stdout>:c[1,0]<stdout>:d\n[1,1]<stdout>:d\n"
+)
 
 
 def test_lines_split_by_the_launcher_are_rejoined_per_rank():
     mended = mend_tagged_lines(MPIRUN_PIECES)
-    assert mended.splitlines() == ["[1,0]<stdout>:a", "[1,0]<stdout>:b", "[1,1]<stdout>:a",
-                                   "[1,1]<stdout>:b", "[1,0]<stdout>:cd", "[1,1]<stdout>:cd"]
+    assert mended.splitlines() == [
+        "[1,0]<stdout>:a",
+        "[1,0]<stdout>:b",
+        "[1,1]<stdout>:a",
+        "[1,1]<stdout>:b",
+        "[1,0]<stdout>:cd",
+        "[1,1]<stdout>:cd",
+    ]
     assert sorted(untag(mended).splitlines()) == ["a", "a", "b", "b", "cd", "cd"]
 
 
 def test_launcher_messages_and_unfinished_lines_are_kept():
     text = "mpirun: starting\n[1]<stdout>:x\nwarning from the launcher\n[1,0]<stderr>:no newline"
-    assert mend_tagged_lines(text) == ("mpirun: starting\n[1]<stdout>:x\nwarning from the launcher\n"
-                                       "[1,0]<stderr>:no newline\n")
+    assert mend_tagged_lines(text) == (
+        "mpirun: starting\n[1]<stdout>:x\nwarning from the launcher\n[1,0]<stderr>:no newline\n"
+    )
 
 
 def untag(text: str) -> str:
@@ -66,8 +79,10 @@ def untag(text: str) -> str:
     return re.sub(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:", "", text)
 
 
-WRITES_IN_PIECES = ("import os, time; r = int(os.environ['OMPI_COMM_WORLD_RANK']); time.sleep(0.3 * r); "
-                    "os.write(1, f'rank={r} first half'.encode()); time.sleep(0.6); os.write(1, b' second half\\n')")
+WRITES_IN_PIECES = (
+    "import os, time; r = int(os.environ['OMPI_COMM_WORLD_RANK']); time.sleep(0.3 * r); "
+    "os.write(1, f'rank={r} first half'.encode()); time.sleep(0.6); os.write(1, b' second half\\n')"
+)
 
 
 def test_run_ranks_output_has_whole_lines_when_ranks_write_in_pieces():

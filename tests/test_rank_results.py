@@ -1,4 +1,5 @@
 """hvdcourse.runtime.results: what ranks report comes back to the caller of run_ranks, per rank."""
+
 import json
 import os
 import subprocess
@@ -17,12 +18,19 @@ def test_records_come_back_per_rank_in_rank_order(launcher):
     code = REPORT + "r = launcher_rank(); report({'rank': r, 'n': 1}); report({'rank': r, 'n': 2})"
     run = run_ranks([PYTHON, "-c", code], np=2, launcher=launcher, timeout=90)
     assert run.ok, run.output
-    assert run.results == [[{"rank": 0, "n": 1}, {"rank": 0, "n": 2}], [{"rank": 1, "n": 1}, {"rank": 1, "n": 2}]]
+    assert run.results == [
+        [{"rank": 0, "n": 1}, {"rank": 0, "n": 2}],
+        [{"rank": 1, "n": 1}, {"rank": 1, "n": 2}],
+    ]
 
 
 def test_a_rank_that_reports_nothing_gives_none_and_the_error_names_it():
-    run = run_ranks([PYTHON, "-c", REPORT + "r = launcher_rank()\nif r == 0: report({'rank': r})"], np=2,
-                    launcher="mpirun", timeout=60)
+    run = run_ranks(
+        [PYTHON, "-c", REPORT + "r = launcher_rank()\nif r == 0: report({'rank': r})"],
+        np=2,
+        launcher="mpirun",
+        timeout=60,
+    )
     assert run.ok, run.output
     assert run.results == [[{"rank": 0}], None]
     assert run.rank_results(0) == [{"rank": 0}]
@@ -39,8 +47,10 @@ def test_the_results_folder_is_gone_after_the_run():
 
 
 def test_a_file_that_is_not_a_list_of_records_counts_as_nothing_reported():
-    code = (REPORT + f"import os; r = launcher_rank(); report({{'rank': r}})\n"
-            f"if r == 1: open(os.path.join(os.environ[{results.VARIABLE!r}], 'rank-1.json'), 'w').write('{{no')")
+    code = (
+        REPORT + f"import os; r = launcher_rank(); report({{'rank': r}})\n"
+        f"if r == 1: open(os.path.join(os.environ[{results.VARIABLE!r}], 'rank-1.json'), 'w').write('{{no')"
+    )
     run = run_ranks([PYTHON, "-c", code], np=2, launcher="mpirun", timeout=60)
     assert run.ok, run.output
     assert run.results == [[{"rank": 0}], None]
@@ -48,8 +58,14 @@ def test_a_file_that_is_not_a_list_of_records_counts_as_nothing_reported():
 
 def test_a_script_run_by_hand_writes_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != results.VARIABLE}
-    proc = subprocess.run([PYTHON, "-c", "from hvdcourse.runtime.results import report; print(report({'a': 1}))"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [PYTHON, "-c", "from hvdcourse.runtime.results import report; print(report({'a': 1}))"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "None"
     assert os.listdir(tmp_path) == []

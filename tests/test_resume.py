@@ -6,6 +6,7 @@ the weights and optimizer state saved then, on every rank from its first step, a
 weights of a run that was never interrupted (same seeds, same data order), identical on both ranks.
 The Keras trainer (train_hvd) and the custom-loop one (train_tape) are both checked.
 """
+
 import os
 import re
 import shutil
@@ -17,19 +18,38 @@ from hvdcourse.course import faults
 from hvdcourse.runtime.launch import run_ranks
 
 STEPS = 5
-ARGS = ["--epochs", "4", "--max-steps", str(STEPS), "--batch-size", "32", "--checkpoint-dir", "ckpt"]
+ARGS = [
+    "--epochs",
+    "4",
+    "--max-steps",
+    str(STEPS),
+    "--batch-size",
+    "32",
+    "--checkpoint-dir",
+    "ckpt",
+]
 KILL_AT_STEP = 2 * STEPS + 3  # in epoch 3, after two checkpoints
 RUN_BOUND = 150  # seconds for one 4-epoch run on 2 ranks, start-up included
 EXIT_BOUND = 30  # seconds from the kill to the end of the killed run
-SAVED = re.compile(r"\[checkpoint\] saved epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)")
-RESTORED = re.compile(r"\[checkpoint\] restored epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)")
+SAVED = re.compile(
+    r"\[checkpoint\] saved epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)"
+)
+RESTORED = re.compile(
+    r"\[checkpoint\] restored epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)"
+)
 FINAL = re.compile(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)")
 
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory):
-    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.examples.train_hvd", launcher="mpirun",
-                                 timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume")))
+    return faults.compare_resume(
+        ARGS,
+        KILL_AT_STEP,
+        trainer="hvdcourse.examples.train_hvd",
+        launcher="mpirun",
+        timeout=RUN_BOUND + 60,
+        cwd=str(tmp_path_factory.mktemp("resume")),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +59,14 @@ def killed_and_resumed(comparison):
 
 @pytest.fixture(scope="module")
 def tape_comparison(tmp_path_factory):
-    return faults.compare_resume(ARGS, KILL_AT_STEP, trainer="hvdcourse.examples.train_tape", launcher="mpirun",
-                                 timeout=RUN_BOUND + 60, cwd=str(tmp_path_factory.mktemp("resume-tape")))
+    return faults.compare_resume(
+        ARGS,
+        KILL_AT_STEP,
+        trainer="hvdcourse.examples.train_tape",
+        launcher="mpirun",
+        timeout=RUN_BOUND + 60,
+        cwd=str(tmp_path_factory.mktemp("resume-tape")),
+    )
 
 
 def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resumed):
@@ -70,7 +96,10 @@ def test_rank0_restores_the_weights_and_optimizer_state_it_saved(killed_and_resu
 
 def test_resumed_run_continues_the_optimizer_step_count(killed_and_resumed):
     _, _, _, resumed = killed_and_resumed
-    assert [(m[0], m[1]) for m in SAVED.findall(resumed.output)] == [("3", str(3 * STEPS)), ("4", str(4 * STEPS))]
+    assert [(m[0], m[1]) for m in SAVED.findall(resumed.output)] == [
+        ("3", str(3 * STEPS)),
+        ("4", str(4 * STEPS)),
+    ]
 
 
 def test_resumed_run_ends_with_identical_weights_on_all_ranks(killed_and_resumed):
@@ -87,18 +116,26 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
     index = tmp_path / "ckpt" / "ckpt-4.index"
     index.write_bytes(b"not a checkpoint index" * 4)
     before = {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()}
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", *ARGS], np=2, launcher="mpirun", timeout=120,
-                    cwd=str(tmp_path))
+    run = run_ranks(
+        [PYTHON, "-m", "hvdcourse.examples.train_hvd", *ARGS],
+        np=2,
+        launcher="mpirun",
+        timeout=120,
+        cwd=str(tmp_path),
+    )
     assert run.returncode == 2 and not run.timed_out, run.output[-3000:]
     assert run.seconds < 90
     assert "error: cannot restore checkpoint" in run.output and "ckpt-4" in run.output
     assert "--no-resume" in run.output  # says what to do
     assert "Traceback" not in run.output
     assert run.failure.startswith("stopped on a reported error: cannot restore checkpoint")
-    assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before  # nothing overwritten
+    # nothing overwritten
+    assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before
 
 
-@pytest.mark.parametrize("which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"])
+@pytest.mark.parametrize(
+    "which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"]
+)
 def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(which, request):
     check = request.getfixturevalue(which)
     assert not check.killed.ok and check.resumed.ok, check.resumed.output[-3000:]
@@ -110,7 +147,9 @@ def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(whic
     assert check.restored.startswith(f"optimizer_iterations={2 * STEPS} ")
 
 
-@pytest.mark.parametrize("which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"])
+@pytest.mark.parametrize(
+    "which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"]
+)
 def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(which, request):
     check = request.getfixturevalue(which)
     assert check.uninterrupted.ok, check.uninterrupted.output[-3000:]

@@ -1,4 +1,5 @@
 """hvdcourse.course.ring: the mpi4py ring allreduce agrees with numpy and Horovod; the cost model's properties."""
+
 import math
 import re
 
@@ -12,13 +13,18 @@ from hvdcourse.runtime.launch import run_ranks
 
 def run_ring_check(np_, *args, launcher="mpirun"):
     """The ``[ring] ...`` report of every rank (found anywhere: mpirun may merge the ranks' lines)."""
-    run = run_ranks([PYTHON, "-m", "hvdcourse.course.ring", *args], np=np_, launcher=launcher, timeout=120)
+    run = run_ranks(
+        [PYTHON, "-m", "hvdcourse.course.ring", *args], np=np_, launcher=launcher, timeout=120
+    )
     assert run.ok, run.output[-3000:]
-    return re.findall(r"\[ring\] rank=\d+ size=\d+ length=\d+ numpy_match=\w+(?: horovod_match=\w+ horovod_size=\d+)?",
-                      run.output)
+    return re.findall(
+        r"\[ring\] rank=\d+ size=\d+ length=\d+ numpy_match=\w+(?: horovod_match=\w+ horovod_size=\d+)?",
+        run.output,
+    )
 
 
 # ----------------------------------------------------------------------------- with MPI
+
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_ring_sum_matches_numpy_on_1_2_and_3_ranks(ranks):
@@ -50,6 +56,7 @@ def test_ring_matches_horovod_allreduce(ranks):
 
 
 # ----------------------------------------------------------------------------- without MPI
+
 
 @pytest.mark.parametrize("size, length", [(1, 5), (2, 8), (3, 10), (4, 3), (5, 17), (7, 100)])
 def test_simulated_ring_gives_every_rank_the_sum(size, length):
@@ -107,7 +114,9 @@ def test_parameter_server_time_grows_linearly_with_workers():
 
 
 def test_one_parameter_server_takes_2N_alpha_plus_n_beta():
-    assert math.isclose(ring.parameter_server_time(100e6, 8, ALPHA, BETA), 2 * 8 * (ALPHA + 100e6 * BETA))
+    assert math.isclose(
+        ring.parameter_server_time(100e6, 8, ALPHA, BETA), 2 * 8 * (ALPHA + 100e6 * BETA)
+    )
 
 
 def test_parameter_servers_as_many_as_workers_cost_about_what_the_ring_costs():
@@ -131,9 +140,13 @@ def test_more_servers_than_workers_do_not_shrink_a_workers_own_traffic():
 
 def test_byteps_time_is_the_ring_without_cpu_machines_and_the_servers_with_as_many():
     n, workers = 100e6, 16
-    assert math.isclose(ring.byteps_time(n, workers, 0, BETA), ring.ring_time(n, workers, 0.0, BETA))
-    assert math.isclose(ring.byteps_time(n, workers, workers, BETA),
-                        ring.parameter_server_time(n, workers, 0.0, BETA, servers=workers, overlap=True))
+    assert math.isclose(
+        ring.byteps_time(n, workers, 0, BETA), ring.ring_time(n, workers, 0.0, BETA)
+    )
+    assert math.isclose(
+        ring.byteps_time(n, workers, workers, BETA),
+        ring.parameter_server_time(n, workers, 0.0, BETA, servers=workers, overlap=True),
+    )
     between = [ring.byteps_time(n, workers, k, BETA) for k in range(workers + 1)]
     assert all(a > b for a, b in zip(between, between[1:]))
 

@@ -1,5 +1,6 @@
 """Finding and ending processes (hvdcourse/runtime/processes.py): by environment marker, by pid,
 orphans included; SIGTERM first, SIGKILL for a process that ignores it."""
+
 import os
 import subprocess
 import sys
@@ -50,7 +51,9 @@ def test_end_all_repeats_until_nothing_is_found_and_counts():
     for _ in range(3):
         start_orphan(marker)
     deadline = time.monotonic() + 10
-    while len(processes.with_env("HVDCOURSE_TEST_MARK", marker)) < 3 and time.monotonic() < deadline:
+    while (
+        len(processes.with_env("HVDCOURSE_TEST_MARK", marker)) < 3 and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     assert processes.end_all(lambda: processes.with_env("HVDCOURSE_TEST_MARK", marker)) == 3
     assert processes.with_env("HVDCOURSE_TEST_MARK", marker) == []

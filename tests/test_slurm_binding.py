@@ -1,4 +1,5 @@
 """CPU-GPU binding masks (hvdcourse.runtime.binding) against the NUMA maps of the site files and of the Supercomputers talk."""
+
 import os
 
 import pytest
@@ -9,8 +10,10 @@ from hvdcourse.runtime import binding
 SITES = os.path.join(ROOT, "slurm", "sites")
 
 # What `srun rocm-smi --showtoponuma` and `srun lscpu | grep NUMA` print on a LUMI-G node (the Supercomputers talk).
-LUMI_ROCM_SMI = "\n".join(f"GPU[{gpu}]      : (Topology) Numa Node: {numa}"
-                          for gpu, numa in enumerate([3, 3, 1, 1, 0, 0, 2, 2]))
+LUMI_ROCM_SMI = "\n".join(
+    f"GPU[{gpu}]      : (Topology) Numa Node: {numa}"
+    for gpu, numa in enumerate([3, 3, 1, 1, 0, 0, 2, 2])
+)
 LUMI_LSCPU = """NUMA node(s):                4
 NUMA node0 CPU(s):           0-15,64-79
 NUMA node1 CPU(s):           16-31,80-95
@@ -19,8 +22,10 @@ NUMA node3 CPU(s):           48-63,112-127
 """
 LUMI_RESERVED = set(range(0, 64, 8))  # core 0 of every CCD is kept for the system on LUMI
 # The Supercomputers talk's mask line, as printed in its slides (${fe} is never set).
-TALK_MASK = ("0x${fe}000000000000,0x${fe}0000000000000000,0x${fe}0000,0x${fe}000000,0x${fe},0x${fe}00,"
-             "0x${fe}00000000,0x${fe}000000000000")
+TALK_MASK = (
+    "0x${fe}000000000000,0x${fe}0000000000000000,0x${fe}0000,0x${fe}000000,0x${fe},0x${fe}00,"
+    "0x${fe}00000000,0x${fe}000000000000"
+)
 
 
 def lumi_layout():
@@ -34,8 +39,12 @@ def test_lumi_site_file_has_the_numa_map_that_rocm_smi_reports():
 
 def test_lumi_masks_keep_every_rank_inside_its_gpus_numa_domain():
     masks = binding.masks(lumi_layout())
-    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI),
-                                   binding.parse_lscpu_numa(LUMI_LSCPU), reserved=LUMI_RESERVED)
+    problems = binding.check_masks(
+        masks,
+        binding.parse_gpu_numa(LUMI_ROCM_SMI),
+        binding.parse_lscpu_numa(LUMI_LSCPU),
+        reserved=LUMI_RESERVED,
+    )
     assert problems == []
 
 
@@ -48,7 +57,7 @@ def test_lumi_masks_give_each_gcd_the_seven_usable_cores_of_one_ccd():
 
 def test_lumi_masks_equal_the_0xfe_shifted_by_ccd_list():
     # GCD -> CCD 6,7,2,3,0,1,4,5: 0xfe << 8*CCD
-    expected = [0xfe << 8 * ccd for ccd in (6, 7, 2, 3, 0, 1, 4, 5)]
+    expected = [0xFE << 8 * ccd for ccd in (6, 7, 2, 3, 0, 1, 4, 5)]
     assert binding.masks(lumi_layout()) == expected
 
 
@@ -65,15 +74,21 @@ def test_each_lumi_map_cpu_core_is_inside_its_mask():
 def test_talks_mask_line_collapses_to_zero_masks_in_bash():
     masks = binding.parse_mask_list(binding.expand_like_bash(TALK_MASK))
     assert masks == [0] * 8
-    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
+    problems = binding.check_masks(
+        masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU)
+    )
     assert len(problems) == 8 and all("selects no core" in p for p in problems)
 
 
 def test_talks_mask_line_with_fe_filled_in_still_binds_two_gcds_wrongly():
     masks = binding.parse_mask_list(binding.expand_like_bash(TALK_MASK, {"fe": "fe"}))
-    problems = binding.check_masks(masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU))
-    assert any(p.startswith("GPU 1 ") and "outside its NUMA domain" in p for p in problems)  # 0xfe << 64
-    assert any(p.startswith("GPU 7:") and "also in the mask of GPU 0" in p for p in problems)  # copy of GPU 0
+    problems = binding.check_masks(
+        masks, binding.parse_gpu_numa(LUMI_ROCM_SMI), binding.parse_lscpu_numa(LUMI_LSCPU)
+    )
+    # 0xfe << 64
+    assert any(p.startswith("GPU 1 ") and "outside its NUMA domain" in p for p in problems)
+    # copy of GPU 0
+    assert any(p.startswith("GPU 7:") and "also in the mask of GPU 0" in p for p in problems)
 
 
 def test_gh200_gives_each_gpu_all_72_cores_of_its_grace():
@@ -99,7 +114,7 @@ def test_command_line_prints_the_srun_value(capsys):
 
 
 def test_describe_mask_names_the_cpus_whose_bits_are_set():
-    assert binding.describe_mask(0xfe000000000000) == "0xfe000000000000 = CPUs 49-55"
+    assert binding.describe_mask(0xFE000000000000) == "0xfe000000000000 = CPUs 49-55"
     assert binding.describe_mask(0x5) == "0x5 = CPUs 0,2"
 
 
@@ -108,16 +123,23 @@ def test_describe_mask_says_when_a_mask_allows_no_cpu():
 
 
 def test_cpu_bind_verbose_lines_give_each_task_its_node_ranks_and_cpus():
-    text = ("cpu-bind=MASK - nid005001, task  9  1 [4242]: mask 0xfe00000000000000 set\n"
-            "some output of the program\n"
-            "cpu-bind=MASK - nid005000, task  0  0 [4241]: mask 0xfe000000000000 set\n")
+    text = (
+        "cpu-bind=MASK - nid005001, task  9  1 [4242]: mask 0xfe00000000000000 set\n"
+        "some output of the program\n"
+        "cpu-bind=MASK - nid005000, task  0  0 [4241]: mask 0xfe000000000000 set\n"
+    )
     tasks = binding.parse_cpu_bind_verbose(text)
-    assert [(t["node"], t["task"], t["local"]) for t in tasks] == [("nid005000", 0, 0), ("nid005001", 9, 1)]
+    assert [(t["node"], t["task"], t["local"]) for t in tasks] == [
+        ("nid005000", 0, 0),
+        ("nid005001", 9, 1),
+    ]
     assert tasks[0]["cpus"] == list(range(49, 56)) and tasks[1]["cpus"] == list(range(57, 64))
 
 
 def test_cpu_bind_verbose_lines_match_the_masks_computed_for_lumi():
     masks = binding.masks(lumi_layout())
-    text = "\n".join(f"cpu-bind=MASK - nid005000, task {r:2d} {r:2d} [{100 + r}]: mask {hex(m)} set"
-                     for r, m in enumerate(masks))
+    text = "\n".join(
+        f"cpu-bind=MASK - nid005000, task {r:2d} {r:2d} [{100 + r}]: mask {hex(m)} set"
+        for r, m in enumerate(masks)
+    )
     assert [t["mask"] for t in binding.parse_cpu_bind_verbose(text)] == masks

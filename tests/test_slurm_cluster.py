@@ -1,4 +1,5 @@
 """The local 2-node Slurm cluster (hvdcourse.course.slurm_cluster): start, idempotent start, clean stop, errors."""
+
 import os
 import subprocess
 import tempfile
@@ -47,8 +48,10 @@ def test_second_start_keeps_the_running_daemons(cluster):
 @pytest.mark.timeout(120)
 def test_stop_leaves_no_process_behind_even_with_a_running_job(cluster, tmp_path):
     cluster.start(timeout=60)
-    job = cluster.command(["sbatch", "--parsable", "--nodes=2", "--output=sleep.out", "--wrap", "srun sleep 300"],
-                          cwd=str(tmp_path)).stdout.strip()
+    job = cluster.command(
+        ["sbatch", "--parsable", "--nodes=2", "--output=sleep.out", "--wrap", "srun sleep 300"],
+        cwd=str(tmp_path),
+    ).stdout.strip()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(tasks(cluster)) < 2:
         time.sleep(0.5)
@@ -56,10 +59,13 @@ def test_stop_leaves_no_process_behind_even_with_a_running_job(cluster, tmp_path
     running_tasks = tasks(cluster)
     assert len(running_tasks) == 2  # one 'sleep 300' per node, children of the cluster's slurmstepd
     stopped = cluster.stop()
-    assert set(running_tasks) <= set(stopped) and len(stopped) >= 4 + 2 + 2  # daemons, slurmstepd, tasks
+    # daemons, slurmstepd, tasks
+    assert set(running_tasks) <= set(stopped) and len(stopped) >= 4 + 2 + 2
     assert pgrep(cluster.dir) == ""
-    assert all(not os.path.exists(f"/proc/{pid}/cmdline") or open(f"/proc/{pid}/cmdline").read() == ""
-               for pid in stopped)  # gone, or a zombie waiting for init
+    assert all(
+        not os.path.exists(f"/proc/{pid}/cmdline") or open(f"/proc/{pid}/cmdline").read() == ""
+        for pid in stopped
+    )  # gone, or a zombie waiting for init
 
 
 @pytest.mark.timeout(120)
@@ -73,12 +79,23 @@ def test_start_that_times_out_says_why_and_cleans_up(cluster):
 
 @pytest.mark.timeout(120)
 def test_start_and_stop_commands_work_from_the_shell(cluster):
-    env = dict(os.environ, VENV=os.path.dirname(os.path.dirname(PYTHON)))  # as `make cluster-start` runs it
-    start = subprocess.run([os.path.join(ROOT, "tools", "local_cluster_start.sh"), "--dir", cluster.dir],
-                           capture_output=True, text=True, timeout=90, env=env)
+    # as `make cluster-start` runs it
+    env = dict(os.environ, VENV=os.path.dirname(os.path.dirname(PYTHON)))
+    start = subprocess.run(
+        [os.path.join(ROOT, "tools", "local_cluster_start.sh"), "--dir", cluster.dir],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
     assert start.returncode == 0, start.stderr
     assert "up, nodes {'node1': 'idle', 'node2': 'idle'}" in start.stdout
-    stop = subprocess.run([os.path.join(ROOT, "tools", "local_cluster_stop.sh"), "--dir", cluster.dir],
-                          capture_output=True, text=True, timeout=90, env=env)
+    stop = subprocess.run(
+        [os.path.join(ROOT, "tools", "local_cluster_stop.sh"), "--dir", cluster.dir],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
     assert stop.returncode == 0, stop.stderr
     assert pgrep(cluster.dir) == ""

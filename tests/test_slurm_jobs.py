@@ -1,5 +1,6 @@
 """The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.course.slurm_cluster) started
 once for this session and always stopped at its end."""
+
 import os
 import re
 import subprocess
@@ -16,10 +17,22 @@ from hvdcourse.course.slurm_cluster import LocalCluster
 
 SUBMIT = os.path.join(ROOT, "slurm", "submit.sh")
 # 2 epochs of 5 steps: enough to prove that the ranks train together, each job well under a minute.
-QUICK = ["--epochs", "2", "--max-steps", "5", "--batch-size", "32", "--warmup-epochs", "0", "--no-resume"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--max-steps",
+    "5",
+    "--batch-size",
+    "32",
+    "--warmup-epochs",
+    "0",
+    "--no-resume",
+]
 # Slurm stops any of these jobs after 5 minutes; pytest's timeouts are set above the jobs' needs.
 LIMIT = "--time=5"
-RANK_LINE = re.compile(r"\[train_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)")
+RANK_LINE = re.compile(
+    r"\[train_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)"
+)
 
 
 @pytest.fixture(scope="session")
@@ -30,15 +43,21 @@ def local_cluster():
         yield cluster
     finally:
         for job in cluster.completed_jobs():  # the record of this session's jobs (pytest -s or -rA)
-            print(f"slurm job {job.get('JobId')} {job.get('Name')}: {job.get('JobState')} in {job.get('Seconds')} s "
-                  f"on {job.get('NodeList')} ({job.get('ProcCnt')} CPUs), exit {job.get('ExitCode')}")
+            print(
+                f"slurm job {job.get('JobId')} {job.get('Name')}: {job.get('JobState')} in {job.get('Seconds')} s "
+                f"on {job.get('NodeList')} ({job.get('ProcCnt')} CPUs), exit {job.get('ExitCode')}"
+            )
         cluster.stop(quiet=True, remove=True)
 
 
 def submit(cluster, cwd, sbatch_options, trainer_args, env=None, timeout=240):
     """slurm/submit.sh cpu --wait ... -- trainer args: the way a learner submits, waiting for the end."""
-    return cluster.submit([SUBMIT, "cpu", "--wait", "--parsable", LIMIT, *sbatch_options, "--", *trainer_args],
-                          cwd=str(cwd), timeout=timeout, env=env)
+    return cluster.submit(
+        [SUBMIT, "cpu", "--wait", "--parsable", LIMIT, *sbatch_options, "--", *trainer_args],
+        cwd=str(cwd),
+        timeout=timeout,
+        env=env,
+    )
 
 
 def rank_digests(job):
@@ -47,24 +66,38 @@ def rank_digests(job):
 
 @pytest.fixture(scope="module")
 def two_nodes_job(local_cluster, tmp_path_factory):
-    return submit(local_cluster, tmp_path_factory.mktemp("two_nodes"),
-                  ["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1"], QUICK)
+    return submit(
+        local_cluster,
+        tmp_path_factory.mktemp("two_nodes"),
+        ["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1"],
+        QUICK,
+    )
 
 
 @pytest.fixture(scope="module")
 def one_node_job(local_cluster, tmp_path_factory):
     # The local nodes have 1 CPU each: 2 tasks on one node need --overcommit (and Slurm 22.05 then
     # accepts --ntasks=2, not --ntasks-per-node=2: "Requested node configuration is not available").
-    return submit(local_cluster, tmp_path_factory.mktemp("one_node"), ["--nodes=1", "--ntasks=2", "--overcommit"], QUICK)
+    return submit(
+        local_cluster,
+        tmp_path_factory.mktemp("one_node"),
+        ["--nodes=1", "--ntasks=2", "--overcommit"],
+        QUICK,
+    )
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("shape, nodes, node_list", [("two_nodes_job", "2", "node[1-2]"),
-                                                     ("one_node_job", "1", "node1")])
+@pytest.mark.parametrize(
+    "shape, nodes, node_list", [("two_nodes_job", "2", "node[1-2]"), ("one_node_job", "1", "node1")]
+)
 def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
     job = request.getfixturevalue(shape)
     assert job.state == "COMPLETED" and job.exit_code == "0:0", job.output[-3000:]
-    assert (job.info["NumNodes"], job.info["NumTasks"], job.info["NodeList"]) == (nodes, "2", node_list)
+    assert (job.info["NumNodes"], job.info["NumTasks"], job.info["NodeList"]) == (
+        nodes,
+        "2",
+        node_list,
+    )
     digests = rank_digests(job)
     assert sorted(digests) == [0, 1], job.output[-3000:]
     assert digests[0] == digests[1]
@@ -72,13 +105,19 @@ def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
 
 @pytest.mark.timeout(300)
 def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
-    assert re.search(r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.examples.train_hvd "
-                     r"--checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2", two_nodes_job.output, re.M)
+    assert re.search(
+        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.examples.train_hvd "
+        r"--checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2",
+        two_nodes_job.output,
+        re.M,
+    )
 
 
 @pytest.mark.timeout(300)
 def test_rank_0_checkpoints_into_the_jobs_own_folder_for_requeue(two_nodes_job):
-    folder = os.path.join(two_nodes_job.info["WorkDir"], "checkpoints", f"hvd-train-{two_nodes_job.job_id}")
+    folder = os.path.join(
+        two_nodes_job.info["WorkDir"], "checkpoints", f"hvd-train-{two_nodes_job.job_id}"
+    )
     assert "ckpt-2.index" in os.listdir(folder)
 
 
@@ -94,8 +133,18 @@ def test_bad_argument_fails_the_job_with_the_usage_message(local_cluster, tmp_pa
 
 @pytest.mark.timeout(240)
 def test_a_crashing_rank_fails_the_job_instead_of_hanging_it(local_cluster, tmp_path):
-    crash = {"PYTHONPATH": os.path.join(ROOT, "tests", "helpers", "crash_rank"), "HVDCOURSE_CRASH_RANK": "1"}
-    job = submit(local_cluster, tmp_path, ["--nodes=2"], ["--epochs", "50", "--no-resume"], env=crash, timeout=220)
+    crash = {
+        "PYTHONPATH": os.path.join(ROOT, "tests", "helpers", "crash_rank"),
+        "HVDCOURSE_CRASH_RANK": "1",
+    }
+    job = submit(
+        local_cluster,
+        tmp_path,
+        ["--nodes=2"],
+        ["--epochs", "50", "--no-resume"],
+        env=crash,
+        timeout=220,
+    )
     assert job.state == "FAILED", job.output[-3000:]  # not TIMEOUT: srun stopped rank 0 at once
     assert "[crash-test] rank 1 exits with status 3 on purpose" in job.output
     assert "task 1: Exited with exit code 3" in job.output
@@ -105,15 +154,30 @@ def test_a_crashing_rank_fails_the_job_instead_of_hanging_it(local_cluster, tmp_
 @pytest.mark.timeout(180)
 def test_sigusr1_before_the_time_limit_requeues_the_job(local_cluster, tmp_path):
     env = local_cluster.env()
-    proc = subprocess.run([SUBMIT, "cpu", "--parsable", LIMIT, "--nodes=1", "--", "--epochs", "50", "--no-resume"],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [SUBMIT, "cpu", "--parsable", LIMIT, "--nodes=1", "--", "--epochs", "50", "--no-resume"],
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.strip().split(";")[0]
     log = tmp_path / f"hvd-train-{job_id}.out"
     try:
-        wait_for(lambda: log.exists() and "[binding]" in log.read_text(), 90, "the job script did not start")
-        local_cluster.command(["scancel", "--signal=USR1", "--batch", job_id])  # what --signal=B:USR1@120 sends
-        wait_for(lambda: local_cluster.job_info(int(job_id)).get("Restarts") == "1", 60, "the job was not requeued")
+        wait_for(
+            lambda: log.exists() and "[binding]" in log.read_text(),
+            90,
+            "the job script did not start",
+        )
+        # what --signal=B:USR1@120 sends
+        local_cluster.command(["scancel", "--signal=USR1", "--batch", job_id])
+        wait_for(
+            lambda: local_cluster.job_info(int(job_id)).get("Restarts") == "1",
+            60,
+            "the job was not requeued",
+        )
         assert f"time limit near: requeueing job {job_id} (restart 1 of 3)" in log.read_text()
     finally:
         local_cluster.command(["scancel", job_id], check=False)
@@ -121,50 +185,115 @@ def test_sigusr1_before_the_time_limit_requeues_the_job(local_cluster, tmp_path)
 
 @pytest.mark.timeout(240)
 def test_interactive_allocation_runs_the_job_scripts_srun_line(local_cluster, tmp_path):
-    run = run_ranks([os.path.join(ROOT, "slurm", "interactive.sh"), "cpu", "--nodes=1", LIMIT, "--",
-                     "bash", os.path.join(ROOT, "slurm", "train.sbatch"), *QUICK],
-                    np=1, launcher="python", timeout=220, env=local_cluster.env(), cwd=str(tmp_path))
+    run = run_ranks(
+        [
+            os.path.join(ROOT, "slurm", "interactive.sh"),
+            "cpu",
+            "--nodes=1",
+            LIMIT,
+            "--",
+            "bash",
+            os.path.join(ROOT, "slurm", "train.sbatch"),
+            *QUICK,
+        ],
+        np=1,
+        launcher="python",
+        timeout=220,
+        env=local_cluster.env(),
+        cwd=str(tmp_path),
+    )
     assert run.ok, run.output[-3000:]
     assert re.search(r"salloc: Granted job allocation \d+", run.output)
     assert sorted(int(r) for r, _ in RANK_LINE.findall(run.output)) == [0]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("shape, expected", [(["--nodes=2"], "node1 slots=1\nnode2 slots=1\n"),
-                                             (["--nodes=1", "--ntasks=2", "--overcommit"], "node1 slots=2\n")])
-def test_hostfile_lists_the_allocations_nodes_with_their_slots(local_cluster, tmp_path, shape, expected):
-    run = run_ranks([os.path.join(ROOT, "slurm", "interactive.sh"), "cpu", *shape, "--time=1", "--",
-                     os.path.join(ROOT, "slurm", "hostfile.sh")],
-                    np=1, launcher="python", timeout=100, env=local_cluster.env(), cwd=str(tmp_path))
+@pytest.mark.parametrize(
+    "shape, expected",
+    [
+        (["--nodes=2"], "node1 slots=1\nnode2 slots=1\n"),
+        (["--nodes=1", "--ntasks=2", "--overcommit"], "node1 slots=2\n"),
+    ],
+)
+def test_hostfile_lists_the_allocations_nodes_with_their_slots(
+    local_cluster, tmp_path, shape, expected
+):
+    run = run_ranks(
+        [
+            os.path.join(ROOT, "slurm", "interactive.sh"),
+            "cpu",
+            *shape,
+            "--time=1",
+            "--",
+            os.path.join(ROOT, "slurm", "hostfile.sh"),
+        ],
+        np=1,
+        launcher="python",
+        timeout=100,
+        env=local_cluster.env(),
+        cwd=str(tmp_path),
+    )
     assert run.ok, run.output
-    assert "".join(l + "\n" for l in run.output.splitlines() if "slots=" in l) == expected
+    assert "".join(line + "\n" for line in run.output.splitlines() if "slots=" in line) == expected
 
 
 @pytest.mark.timeout(60)
 def test_hostfile_expands_slurms_compressed_task_counts(local_cluster):
     env = local_cluster.env({"SLURM_JOB_NODELIST": "gpu[07-09]", "SLURM_TASKS_PER_NODE": "4(x2),2"})
-    proc = subprocess.run([os.path.join(ROOT, "slurm", "hostfile.sh")], env=env, capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        [os.path.join(ROOT, "slurm", "hostfile.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.stdout == "gpu07 slots=4\ngpu08 slots=4\ngpu09 slots=2\n", proc.stderr
 
 
 @pytest.mark.timeout(120)
 def test_select_gpu_under_srun_numbers_gpus_by_rank_on_the_node(local_cluster, tmp_path):
-    proc = local_cluster.command(["srun", "--nodes=1", "--ntasks=2", "--overcommit", "--label", "--time=1",
-                                  os.path.join(ROOT, "slurm", "select-gpu"), "printenv", "CUDA_VISIBLE_DEVICES"],
-                                 cwd=str(tmp_path), timeout=100)
+    proc = local_cluster.command(
+        [
+            "srun",
+            "--nodes=1",
+            "--ntasks=2",
+            "--overcommit",
+            "--label",
+            "--time=1",
+            os.path.join(ROOT, "slurm", "select-gpu"),
+            "printenv",
+            "CUDA_VISIBLE_DEVICES",
+        ],
+        cwd=str(tmp_path),
+        timeout=100,
+    )
     assert sorted(proc.stdout.split("\n")[:2]) == ["0: 0", "1: 1"], proc.stdout + proc.stderr
 
 
 @pytest.mark.timeout(180)
 def test_jupyterlab_job_answers_only_with_its_token(local_cluster, tmp_path):
-    env = local_cluster.env({"HVDCOURSE_ROOT": ROOT, "HVD_SITE": "cpu"})  # as if submitted from the course folder
-    job_id = local_cluster.command(["sbatch", "--parsable", "--time=3", os.path.join(ROOT, "slurm", "jupyter.sbatch")],
-                                   cwd=str(tmp_path), env=env).stdout.strip().split(";")[0]
+    # as if submitted from the course folder
+    env = local_cluster.env({"HVDCOURSE_ROOT": ROOT, "HVD_SITE": "cpu"})
+    job_id = (
+        local_cluster.command(
+            ["sbatch", "--parsable", "--time=3", os.path.join(ROOT, "slurm", "jupyter.sbatch")],
+            cwd=str(tmp_path),
+            env=env,
+        )
+        .stdout.strip()
+        .split(";")[0]
+    )
     info, log = tmp_path / f"jupyter-{job_id}.url", tmp_path / f"jupyter-{job_id}.out"
     try:
-        wait_for(lambda: info.exists() or local_cluster.job_info(int(job_id))["JobState"] != "RUNNING" and log.exists(),
-                 60, "the job wrote no connection file")
+        wait_for(
+            lambda: (
+                info.exists()
+                or local_cluster.job_info(int(job_id))["JobState"] != "RUNNING"
+                and log.exists()
+            ),
+            60,
+            "the job wrote no connection file",
+        )
         assert info.exists(), log.read_text()
         text = info.read_text()
         assert oct(info.stat().st_mode & 0o777) == "0o600"  # it holds the token

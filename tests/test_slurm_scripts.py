@@ -1,4 +1,5 @@
 """The Slurm scripts: syntax, shellcheck, and the dry runs that print the launch line and the binding."""
+
 import glob
 import os
 import re
@@ -11,16 +12,32 @@ from hvdcourse.runtime import binding
 from hvdcourse.runtime.mpienv import launch_env
 
 SCRIPTS = sorted(
-    [os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "*")) if os.path.isfile(p)]
-    + ["tools/local_cluster_start.sh", "tools/local_cluster_stop.sh"])
-SITE_FILES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "sites", "*.env")))
-GPU_SITES = {"lumi-g": ("ROCR_VISIBLE_DEVICES", 8), "gh200": ("CUDA_VISIBLE_DEVICES", 4),
-             "nvidia-generic": ("CUDA_VISIBLE_DEVICES", 4)}
+    [
+        os.path.relpath(p, ROOT)
+        for p in glob.glob(os.path.join(ROOT, "slurm", "*"))
+        if os.path.isfile(p)
+    ]
+    + ["tools/local_cluster_start.sh", "tools/local_cluster_stop.sh"]
+)
+SITE_FILES = sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "slurm", "sites", "*.env"))
+)
+GPU_SITES = {
+    "lumi-g": ("ROCR_VISIBLE_DEVICES", 8),
+    "gh200": ("CUDA_VISIBLE_DEVICES", 4),
+    "nvidia-generic": ("CUDA_VISIBLE_DEVICES", 4),
+}
 
 
 def run(args, env=None, timeout=60):
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env=launch_env({"DRY_RUN": "1", **(env or {})}))
+    return subprocess.run(
+        args,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=launch_env({"DRY_RUN": "1", **(env or {})}),
+    )
 
 
 def dry_run(*args, env=None):
@@ -30,10 +47,21 @@ def dry_run(*args, env=None):
 
 
 def test_the_expected_scripts_exist():
-    assert {"slurm/train.sbatch", "slurm/submit.sh", "slurm/lib.sh", "slurm/select-gpu", "slurm/interactive.sh",
-            "slurm/jupyter.sbatch", "slurm/hostfile.sh"} <= set(SCRIPTS)
-    assert {"slurm/sites/lumi-g.env", "slurm/sites/gh200.env", "slurm/sites/nvidia-generic.env",
-            "slurm/sites/cpu.env"} <= set(SITE_FILES)
+    assert {
+        "slurm/train.sbatch",
+        "slurm/submit.sh",
+        "slurm/lib.sh",
+        "slurm/select-gpu",
+        "slurm/interactive.sh",
+        "slurm/jupyter.sbatch",
+        "slurm/hostfile.sh",
+    } <= set(SCRIPTS)
+    assert {
+        "slurm/sites/lumi-g.env",
+        "slurm/sites/gh200.env",
+        "slurm/sites/nvidia-generic.env",
+        "slurm/sites/cpu.env",
+    } <= set(SITE_FILES)
 
 
 @pytest.mark.timeout(30)
@@ -65,9 +93,11 @@ def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
     srun = [line for line in out.splitlines() if line.startswith("[dry-run] srun ")]
     assert len(srun) == 1, out
     assert "--kill-on-bad-exit=1" in srun[0]
-    assert srun[0].endswith("python -m hvdcourse.examples.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
-                            + (" --threads " + {"lumi-g": "7", "gh200": "72", "nvidia-generic": "8"}[site])
-                            + " --epochs 2"), srun[0]
+    assert srun[0].endswith(
+        "python -m hvdcourse.examples.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
+        + (" --threads " + {"lumi-g": "7", "gh200": "72", "nvidia-generic": "8"}[site])
+        + " --epochs 2"
+    ), srun[0]
     assert "/slurm/select-gpu python" in srun[0]
 
 
@@ -77,17 +107,26 @@ def test_gpu_dry_run_prints_one_gpu_per_local_rank(site):
     var, ranks = GPU_SITES[site]
     out = dry_run(site)
     lines = [line for line in out.splitlines() if re.match(r"\[binding\] local rank \d", line)]
-    assert [re.search(rf"{var}=(\d)", line).group(1) for line in lines] == [str(r) for r in range(ranks)], out
+    assert [re.search(rf"{var}=(\d)", line).group(1) for line in lines] == [
+        str(r) for r in range(ranks)
+    ], out
 
 
 @pytest.mark.timeout(60)
 def test_lumi_dry_run_binds_with_the_masks_of_its_numa_map():
     out = dry_run("lumi-g")
     option = re.search(r"--cpu-bind=(mask_cpu:\S+)", out).group(1)
-    layout = binding.layout_from_site(binding.read_site(os.path.join(ROOT, "slurm", "sites", "lumi-g.env")))
+    layout = binding.layout_from_site(
+        binding.read_site(os.path.join(ROOT, "slurm", "sites", "lumi-g.env"))
+    )
     masks = binding.parse_mask_list(option)
     numa_cpus = {n: layout.numa_cores(n) for n in range(4)}
-    assert binding.check_masks(masks, dict(enumerate(layout.gpu_numa)), numa_cpus, reserved=range(0, 64, 8)) == []
+    assert (
+        binding.check_masks(
+            masks, dict(enumerate(layout.gpu_numa)), numa_cpus, reserved=range(0, 64, 8)
+        )
+        == []
+    )
     for rank, mask in enumerate(masks):  # the table a learner reads shows the same masks
         assert re.search(rf"local rank {rank}: .* mask {hex(mask)}$", out, re.M), out
 
@@ -96,8 +135,11 @@ def test_lumi_dry_run_binds_with_the_masks_of_its_numa_map():
 def test_dry_run_prints_the_sbatch_line_with_the_sites_resources_then_the_users():
     out = dry_run("lumi-g", "--account=project_1", "--nodes=4")
     sbatch = out.splitlines()[0]
-    assert sbatch.startswith("[dry-run] sbatch --partition=standard-g --nodes=2 --ntasks-per-node=8 --gpus-per-node=8")
-    assert sbatch.index("--nodes=2") < sbatch.index("--nodes=4")  # the user's option comes last and wins
+    assert sbatch.startswith(
+        "[dry-run] sbatch --partition=standard-g --nodes=2 --ntasks-per-node=8 --gpus-per-node=8"
+    )
+    # the user's option comes last and wins
+    assert sbatch.index("--nodes=2") < sbatch.index("--nodes=4")
     assert "--account=project_1" in sbatch and sbatch.endswith("slurm/train.sbatch")
 
 
@@ -124,29 +166,39 @@ def test_unknown_site_says_which_sites_exist():
 
 @pytest.mark.timeout(60)
 def test_interactive_dry_run_prints_the_salloc_line():
-    proc = run(["slurm/interactive.sh", "gh200", "--time=00:10:00", "--", "bash", "slurm/train.sbatch"])
+    proc = run(
+        ["slurm/interactive.sh", "gh200", "--time=00:10:00", "--", "bash", "slurm/train.sbatch"]
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ("[dry-run] salloc --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 "
-                                   "--cpus-per-task=72 --exclusive --time=00:10:00 bash slurm/train.sbatch")
+    assert proc.stdout.strip() == (
+        "[dry-run] salloc --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 "
+        "--cpus-per-task=72 --exclusive --time=00:10:00 bash slurm/train.sbatch"
+    )
 
 
 @pytest.mark.timeout(60)
 def test_jupyter_dry_run_keeps_the_token_off_the_command_line():
     proc = run(["bash", "slurm/jupyter.sbatch"])
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"JUPYTER_TOKEN=<random> jupyter lab --no-browser --ip=\S+ --port=\d+", proc.stdout)
+    assert re.search(
+        r"JUPYTER_TOKEN=<random> jupyter lab --no-browser --ip=\S+ --port=\d+", proc.stdout
+    )
     assert "token=" not in proc.stdout.split("jupyter lab", 1)[1]
 
 
 @pytest.mark.timeout(30)
 def test_select_gpu_gives_the_rank_the_gpu_of_its_local_id():
-    proc = run(["slurm/select-gpu", "printenv", "ROCR_VISIBLE_DEVICES"],
-               env={"SLURM_LOCALID": "5", "SITE_GPU_VISIBLE_VAR": "ROCR_VISIBLE_DEVICES"})
+    proc = run(
+        ["slurm/select-gpu", "printenv", "ROCR_VISIBLE_DEVICES"],
+        env={"SLURM_LOCALID": "5", "SITE_GPU_VISIBLE_VAR": "ROCR_VISIBLE_DEVICES"},
+    )
     assert proc.returncode == 0 and proc.stdout == "5\n", proc.stderr
 
 
 @pytest.mark.timeout(30)
 def test_select_gpu_outside_srun_says_so():
     env = {k: v for k, v in launch_env().items() if k != "SLURM_LOCALID"}
-    proc = subprocess.run(["slurm/select-gpu", "true"], cwd=ROOT, capture_output=True, text=True, timeout=20, env=env)
+    proc = subprocess.run(
+        ["slurm/select-gpu", "true"], cwd=ROOT, capture_output=True, text=True, timeout=20, env=env
+    )
     assert proc.returncode != 0 and "runs under srun" in proc.stderr

@@ -1,6 +1,7 @@
 """The course's stack: TensorFlow 2.20 with tf-keras (Keras 2) and Horovod 0.28.1 built with the
 course's patches (patches/horovod-0.28.1/). Every place that starts Python selects Keras 2, and a
 script of the learner's own that forgets to gets one clear line instead of an error inside Horovod."""
+
 import glob
 import os
 import shutil
@@ -20,21 +21,37 @@ def without_keras_switch() -> dict:
 
 
 def test_tf_keras_is_keras_2_from_tf_keras_in_the_course_environment():
-    code = ("import hvdcourse, tensorflow as tf; from hvdcourse.course.envcheck import tf_keras_version; "
-            "print(tf.__version__, tf.keras.__name__.split('.')[0], tf_keras_version(tf))")
-    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**without_keras_switch(), "TF_CPP_MIN_LOG_LEVEL": "3"})
+    code = (
+        "import hvdcourse, tensorflow as tf; from hvdcourse.course.envcheck import tf_keras_version; "
+        "print(tf.__version__, tf.keras.__name__.split('.')[0], tf_keras_version(tf))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**without_keras_switch(), "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert out.returncode == 0, out.stderr
     tf_version, package, keras_version = out.stdout.split()
-    assert tf_version.startswith("2.20") and package == "tf_keras" and keras_version.startswith("2.20")
+    assert (
+        tf_version.startswith("2.20") and package == "tf_keras" and keras_version.startswith("2.20")
+    )
 
 
 def test_a_script_without_the_keras_switch_gets_one_clear_line():
-    proc = subprocess.run([PYTHON, "-c", "import horovod.tensorflow.keras"], capture_output=True, text=True,
-                          timeout=120, env={**without_keras_switch(), "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = subprocess.run(
+        [PYTHON, "-c", "import horovod.tensorflow.keras"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**without_keras_switch(), "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: horovod.tensorflow.keras needs Keras 2, but tf.keras is Keras 3")
+    assert last.startswith(
+        "ImportError: horovod.tensorflow.keras needs Keras 2, but tf.keras is Keras 3"
+    )
     assert "export TF_USE_LEGACY_KERAS=1" in last and "tf-keras==2.20.*" in last
     assert "get_value" not in proc.stderr
 
@@ -42,11 +59,16 @@ def test_a_script_without_the_keras_switch_gets_one_clear_line():
 def test_installed_horovod_carries_every_patch():
     import horovod
 
-    keras_init = os.path.join(os.path.dirname(horovod.__file__), "tensorflow", "keras", "__init__.py")
+    keras_init = os.path.join(
+        os.path.dirname(horovod.__file__), "tensorflow", "keras", "__init__.py"
+    )
     callbacks = os.path.join(os.path.dirname(keras_init), "callbacks.py")
     for path in (keras_init, callbacks):
         text = open(path).read()
-        assert "from tensorflow.keras import backend as K" in text and "    from keras import backend" not in text
+        assert (
+            "from tensorflow.keras import backend as K" in text
+            and "    from keras import backend" not in text
+        )
     assert "(course patch)" in open(keras_init).read()
 
 
@@ -58,8 +80,13 @@ def test_launch_env_forces_keras_2_even_when_the_user_set_otherwise():
 
 def test_slurm_sites_export_the_keras_switch_to_every_rank():
     script = f"source {ROOT}/slurm/lib.sh && load_site cpu && env | grep ^TF_USE_LEGACY_KERAS="
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
-                          env=without_keras_switch())
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=without_keras_switch(),
+    )
     assert proc.stdout.strip() == "TF_USE_LEGACY_KERAS=1", proc.stderr
 
 
@@ -67,9 +94,27 @@ def test_slurm_sites_export_the_keras_switch_to_every_rank():
 def horovod_source(tmp_path_factory):
     """Horovod 0.28.1's source, unpacked as the set-up gets it (pip download from the registry)."""
     folder = tmp_path_factory.mktemp("horovod-src")
-    proc = subprocess.run([PYTHON, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                           "-d", str(folder), "horovod==0.28.1"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"pip download horovod==0.28.1 failed (registry needed):\n{proc.stderr[-2000:]}"
+    proc = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(folder),
+            "horovod==0.28.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"pip download horovod==0.28.1 failed (registry needed):\n{proc.stderr[-2000:]}"
+    )
     with tarfile.open(glob.glob(str(folder / "horovod-0.28.1.tar.gz"))[0]) as tar:
         tar.extractall(folder, filter="data")
     return folder / "horovod-0.28.1"
@@ -78,7 +123,9 @@ def horovod_source(tmp_path_factory):
 def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, tmp_path):
     tree = tmp_path / "horovod-0.28.1"
     shutil.copytree(horovod_source, tree)
-    first = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
+    first = subprocess.run(
+        ["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60
+    )
     assert first.returncode == 0, first.stderr
     patches = sorted(os.listdir(PATCH_DIR))
     assert len(patches) == 6 and len(first.stdout.strip().splitlines()) == 6
@@ -86,11 +133,20 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
         headline = open(os.path.join(PATCH_DIR, name)).readline().strip()
         assert line == f"patch_horovod: applied {name}: {headline}"
     assert "set(CMAKE_CXX_STANDARD 17)" in (tree / "CMakeLists.txt").read_text()
-    assert "set(CMAKE_CXX_STANDARD 17)" in (tree / "horovod" / "torch" / "CMakeLists.txt").read_text()
-    assert "if(HAVE_CUDA OR HAVE_ROCM)" in (tree / "horovod" / "tensorflow" / "CMakeLists.txt").read_text()
+    assert (
+        "set(CMAKE_CXX_STANDARD 17)" in (tree / "horovod" / "torch" / "CMakeLists.txt").read_text()
+    )
+    assert (
+        "if(HAVE_CUDA OR HAVE_ROCM)"
+        in (tree / "horovod" / "tensorflow" / "CMakeLists.txt").read_text()
+    )
     # a second run on the same tree changes nothing and says so
-    again = subprocess.run(["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60)
-    assert again.returncode == 0 and again.stdout.count("already applied") == 6, again.stdout + again.stderr
+    again = subprocess.run(
+        ["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 0 and again.stdout.count("already applied") == 6, (
+        again.stdout + again.stderr
+    )
 
 
 def test_each_patch_says_why(tmp_path):
@@ -100,14 +156,24 @@ def test_each_patch_says_why(tmp_path):
 
 
 def test_patch_script_refuses_a_folder_that_is_not_horovods_source(tmp_path):
-    proc = subprocess.run(["bash", PATCH_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["bash", PATCH_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"patch_horovod: ERROR: {tmp_path} is not an unpacked Horovod source tree"
+    assert (
+        proc.stderr.strip()
+        == f"patch_horovod: ERROR: {tmp_path} is not an unpacked Horovod source tree"
+    )
 
 
 def test_check_build_reports_what_was_built_and_nothing_else():
-    report = subprocess.run([os.path.join(os.path.dirname(PYTHON), "horovodrun"), "--check-build"], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}).stdout
+    report = subprocess.run(
+        [os.path.join(os.path.dirname(PYTHON), "horovodrun"), "--check-build"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    ).stdout
     assert "[X] TensorFlow" in report and "[X] MPI" in report and "[X] Gloo" in report
     # PyTorch is not part of the course's build yet: an unpatched Horovod claims it anyway (patch 05)
     assert "[ ] PyTorch" in report

@@ -1,4 +1,5 @@
 """Reading Horovod timelines (synthetic files) and recording real ones on 2 ranks."""
+
 import json
 import os
 
@@ -57,14 +58,21 @@ def test_well_formed_file_gives_one_span_per_begin_end_pair(tmp_path):
 def test_end_events_close_the_latest_open_event_of_their_own_tensor(tmp_path):
     spans = timeline.load_events(write(tmp_path / "t.json", HEADER + EVENTS))
     negotiations = [p for p in phases(spans) if p[1] == "NEGOTIATE_ALLREDUCE"]
-    assert negotiations == [("grad_a", "NEGOTIATE_ALLREDUCE", 0.0, 100.0, 0),
-                            ("grad_b", "NEGOTIATE_ALLREDUCE", 10.0, 90.0, 0)]
+    assert negotiations == [
+        ("grad_a", "NEGOTIATE_ALLREDUCE", 0.0, 100.0, 0),
+        ("grad_b", "NEGOTIATE_ALLREDUCE", 10.0, 90.0, 0),
+    ]
 
 
 def test_nested_activities_get_depth_1_inside_their_depth_0_phase(tmp_path):
     spans = timeline.load_events(write(tmp_path / "t.json", HEADER + EVENTS))
     depth = {s.phase: s.depth for s in spans}
-    assert depth == {"NEGOTIATE_ALLREDUCE": 0, "ALLREDUCE": 0, "MEMCPY_IN_FUSION_BUFFER": 1, "GLOO_ALLREDUCE": 1}
+    assert depth == {
+        "NEGOTIATE_ALLREDUCE": 0,
+        "ALLREDUCE": 0,
+        "MEMCPY_IN_FUSION_BUFFER": 1,
+        "GLOO_ALLREDUCE": 1,
+    }
     outer = next(s for s in spans if s.phase == "ALLREDUCE" and s.tensor == "grad_a")
     inner = next(s for s in spans if s.phase == "GLOO_ALLREDUCE" and s.tensor == "grad_a")
     assert outer.start_us <= inner.start_us and inner.end_us <= outer.end_us
@@ -77,12 +85,16 @@ def test_file_without_closing_bracket_is_read(tmp_path):
 
 
 def test_half_written_last_record_is_skipped(tmp_path):
-    path = write(tmp_path / "t.json", HEADER + EVENTS, closing=",\n", tail='{"ph": "B", "name": "ALLRE')
+    path = write(
+        tmp_path / "t.json", HEADER + EVENTS, closing=",\n", tail='{"ph": "B", "name": "ALLRE'
+    )
     assert len(timeline.load_events(path)) == 9
 
 
 def test_unclosed_event_is_dropped_by_default(tmp_path):
-    spans = timeline.load_events(write(tmp_path / "t.json", HEADER + EVENTS + [UNCLOSED], closing=""))
+    spans = timeline.load_events(
+        write(tmp_path / "t.json", HEADER + EVENTS + [UNCLOSED], closing="")
+    )
     assert all(s.start_us != 500 for s in spans) and len(spans) == 9
 
 
@@ -90,7 +102,9 @@ def test_unclosed_event_is_kept_up_to_the_last_timestamp_when_asked(tmp_path):
     path = write(tmp_path / "t.json", HEADER + EVENTS + [UNCLOSED], closing="")
     spans = timeline.load_events(path, keep_unclosed=True)
     kept = [s for s in spans if not s.closed]
-    assert [(s.tensor, s.phase, s.start_us, s.dur_us) for s in kept] == [("grad_b", "NEGOTIATE_ALLREDUCE", 500.0, 0.0)]
+    assert [(s.tensor, s.phase, s.start_us, s.dur_us) for s in kept] == [
+        ("grad_b", "NEGOTIATE_ALLREDUCE", 500.0, 0.0)
+    ]
 
 
 def test_file_with_no_array_gives_a_clear_error(tmp_path):
@@ -106,7 +120,8 @@ def test_phase_table_sums_counts_and_averages_per_phase(tmp_path):
     assert row["count"] == 3
     assert row["total_ms"] == pytest.approx((200 + 199 + 50) / 1000)
     assert row["mean_ms"] == pytest.approx((200 + 199 + 50) / 3000)
-    assert list(table.index[:2]) == ["ALLREDUCE", "NEGOTIATE_ALLREDUCE"]  # top level first, largest first
+    # top level first, largest first
+    assert list(table.index[:2]) == ["ALLREDUCE", "NEGOTIATE_ALLREDUCE"]
 
 
 def test_phase_table_share_is_relative_to_top_level_time(tmp_path):
@@ -135,12 +150,15 @@ def test_rank_ready_lists_the_negotiation_ticks_per_rank(tmp_path):
 
 def test_tensor_bytes_reads_both_spellings_of_the_dtype():
     new = timeline.Span("t", "ALLREDUCE", 0, 1, 0, args={"dtype": "float32", "shape": "[800, 64]"})
-    old = timeline.Span("t", "ALLREDUCE", 0, 1, 0, args={"dtype": "HOROVOD_FLOAT64", "shape": "[3]"})
+    old = timeline.Span(
+        "t", "ALLREDUCE", 0, 1, 0, args={"dtype": "HOROVOD_FLOAT64", "shape": "[3]"}
+    )
     assert (timeline.tensor_bytes(new), timeline.tensor_bytes(old)) == (800 * 64 * 4, 24)
 
 
 def test_gantt_draws_one_row_per_tensor_and_a_legend_entry_per_phase(tmp_path):
     import matplotlib
+
     matplotlib.use("Agg")
     ax = timeline.gantt(timeline.load_events(write(tmp_path / "t.json", HEADER + EVENTS)))
     assert [t.get_text() for t in ax.get_yticklabels()] == ["grad_a", "grad_b"]
@@ -160,7 +178,9 @@ def test_recording_on_two_ranks_gives_allreduce_phases_with_gloo_inside(tmp_path
 
 
 def test_dynamic_recording_holds_only_the_requested_steps(tmp_path):
-    rec = timeline.record(str(tmp_path / "tl.json"), QUICK, np=2, dynamic=(2, 4), timeout=240, cwd=str(tmp_path))
+    rec = timeline.record(
+        str(tmp_path / "tl.json"), QUICK, np=2, dynamic=(2, 4), timeout=240, cwd=str(tmp_path)
+    )
     assert rec.ok, rec.run.output[-3000:]
     spans = timeline.load_events(rec.path)
     phase_names = {s.phase for s in spans}
@@ -172,8 +192,13 @@ def test_dynamic_recording_holds_only_the_requested_steps(tmp_path):
 def test_phase_names_counts_begin_events_and_cycle_markers_but_not_ends(tmp_path):
     marker = {"ph": "i", "name": "CYCLE_START", "ts": 5, "s": "g"}
     names = timeline.phase_names(HEADER + EVENTS + [marker])
-    assert names == {"NEGOTIATE_ALLREDUCE": 2, "ALLREDUCE": 3, "MEMCPY_IN_FUSION_BUFFER": 2,
-                     "GLOO_ALLREDUCE": 2, "CYCLE_START": 1}
+    assert names == {
+        "NEGOTIATE_ALLREDUCE": 2,
+        "ALLREDUCE": 3,
+        "MEMCPY_IN_FUSION_BUFFER": 2,
+        "GLOO_ALLREDUCE": 2,
+        "CYCLE_START": 1,
+    }
 
 
 def test_phase_catalogue_lists_documented_gpu_phases_as_absent_from_a_cpu_recording():

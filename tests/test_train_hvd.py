@@ -1,4 +1,5 @@
 """The Horovod trainer on 2 ranks: identical weights, a stated accuracy, rank-0-only checkpoints."""
+
 import json
 import os
 import re
@@ -11,20 +12,40 @@ from hvdcourse.runtime.launch import run_ranks
 
 HELPER = os.path.join(ROOT, "tests", "helpers", "in_rank_dir.py")
 # On the offline MNIST subset (8,000 training images) these settings reach about 95% test accuracy.
-QUICK = ["--epochs", "2", "--batch-size", "32", "--lr", "2e-3", "--warmup-epochs", "1", "--no-resume"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--batch-size",
+    "32",
+    "--lr",
+    "2e-3",
+    "--warmup-epochs",
+    "1",
+    "--no-resume",
+]
 MIN_ACCURACY = 0.90
 
 
 def train_on_two_ranks(launcher, cwd):
-    program = [PYTHON, HELPER, "hvdcourse.examples.train_hvd", *QUICK, "--checkpoint-dir", "ckpt",
-               "--metrics-json", "metrics.json"]
+    program = [
+        PYTHON,
+        HELPER,
+        "hvdcourse.examples.train_hvd",
+        *QUICK,
+        "--checkpoint-dir",
+        "ckpt",
+        "--metrics-json",
+        "metrics.json",
+    ]
     run = run_ranks(program, np=2, launcher=launcher, timeout=300, cwd=cwd)
     assert run.ok, run.output[-3000:]
     return run
 
 
 def rank_results(output):
-    found = re.findall(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=(\S+) weights_sha256=(\w+)", output)
+    found = re.findall(
+        r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=(\S+) weights_sha256=(\w+)", output
+    )
     return {int(rank): (float(acc), digest) for rank, acc, digest in found}
 
 
@@ -51,7 +72,8 @@ def test_reaches_stated_accuracy_on_offline_data(two_rank_run):
 def test_accuracy_is_measured_on_the_whole_test_set(two_rank_run):
     _, cwd, _ = two_rank_run
     metrics = json.load(open(os.path.join(cwd, "rank0", "metrics.json")))
-    assert metrics["examples"] == len(load_mnist(quiet=True).x_test)  # all test images, not one rank's half
+    # all test images, not one rank's half
+    assert metrics["examples"] == len(load_mnist(quiet=True).x_test)
 
 
 def test_only_rank_0_wrote_checkpoints_and_metrics(two_rank_run):
@@ -67,14 +89,34 @@ def test_only_rank_0_logs_epochs(two_rank_run):
 
 
 def test_single_worker_trainer_runs_with_plain_python(tmp_path):
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_single", "--epochs", "1", "--max-steps", "5",
-                     "--checkpoint-dir", "ckpt"], np=1, launcher="python", timeout=180, cwd=str(tmp_path))
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.examples.train_single",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "5",
+            "--checkpoint-dir",
+            "ckpt",
+        ],
+        np=1,
+        launcher="python",
+        timeout=180,
+        cwd=str(tmp_path),
+    )
     assert run.ok, run.output[-2000:]
     assert "weights_sha256=" in run.output
 
 
 def test_bad_argument_gets_a_usage_message_not_a_traceback(tmp_path):
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_hvd", "--epochs", "0"], np=1, launcher="python",
-                    timeout=60, cwd=str(tmp_path))
+    run = run_ranks(
+        [PYTHON, "-m", "hvdcourse.examples.train_hvd", "--epochs", "0"],
+        np=1,
+        launcher="python",
+        timeout=60,
+        cwd=str(tmp_path),
+    )
     assert run.returncode == 2
     assert "must be a positive integer" in run.output and "Traceback" not in run.output

@@ -1,4 +1,5 @@
 """hvdcourse.examples.train_mwms: TF_CONFIG for local workers, and a 2-worker run that ends in identical weights."""
+
 import json
 import os
 import re
@@ -14,7 +15,10 @@ from hvdcourse.examples.train_mwms import configure_worker, free_ports, tf_confi
 
 def test_tf_config_lists_every_worker_and_names_this_one():
     config = tf_config(["localhost:1", "localhost:2"], 1)
-    assert config == {"cluster": {"worker": ["localhost:1", "localhost:2"]}, "task": {"type": "worker", "index": 1}}
+    assert config == {
+        "cluster": {"worker": ["localhost:1", "localhost:2"]},
+        "task": {"type": "worker", "index": 1},
+    }
 
 
 def test_free_ports_are_distinct():
@@ -35,17 +39,42 @@ def test_a_cluster_without_a_launcher_rank_is_refused_with_a_hint():
 
 
 def test_spawner_options_are_not_passed_to_the_workers():
-    assert without_option(["--workers", "2", "--epochs", "1", "--timeout=5"], "--workers") == \
-        ["--epochs", "1", "--timeout=5"]
+    assert without_option(["--workers", "2", "--epochs", "1", "--timeout=5"], "--workers") == [
+        "--epochs",
+        "1",
+        "--timeout=5",
+    ]
     assert without_option(["--timeout=5", "--epochs", "1"], "--timeout") == ["--epochs", "1"]
 
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
     cwd = str(tmp_path_factory.mktemp("mwms"))
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_mwms", "--workers", "2", "--epochs", "2", "--batch-size", "32",
-                     "--lr", "2e-3", "--checkpoint-dir", "ckpt", "--metrics-json", "metrics.json", "--timeout", "240"],
-                    np=1, launcher="python", timeout=300, cwd=cwd)
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.examples.train_mwms",
+            "--workers",
+            "2",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--lr",
+            "2e-3",
+            "--checkpoint-dir",
+            "ckpt",
+            "--metrics-json",
+            "metrics.json",
+            "--timeout",
+            "240",
+        ],
+        np=1,
+        launcher="python",
+        timeout=300,
+        cwd=cwd,
+    )
     assert run.ok, run.output[-3000:]
     return cwd, run
 

@@ -1,4 +1,5 @@
 """The custom-loop Horovod trainer (DistributedGradientTape): identical weights on 2 ranks, its warm-up."""
+
 import re
 
 import pytest
@@ -9,8 +10,26 @@ from hvdcourse.examples.train_tape import warmup_lr
 
 
 def test_two_ranks_end_with_bit_identical_weights_and_rank_0_checkpoints(tmp_path):
-    run = run_ranks([PYTHON, "-m", "hvdcourse.examples.train_tape", "--epochs", "2", "--max-steps", "5", "--batch-size", "32",
-                     "--no-resume", "--checkpoint-dir", "ckpt"], np=2, launcher="gloo", timeout=300, cwd=str(tmp_path))
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.examples.train_tape",
+            "--epochs",
+            "2",
+            "--max-steps",
+            "5",
+            "--batch-size",
+            "32",
+            "--no-resume",
+            "--checkpoint-dir",
+            "ckpt",
+        ],
+        np=2,
+        launcher="gloo",
+        timeout=300,
+        cwd=str(tmp_path),
+    )
     assert run.ok, run.output[-3000:]
     digests = dict(re.findall(r"\[train_tape\] rank=(\d) .*weights_sha256=(\w+)", run.output))
     assert sorted(digests) == ["0", "1"], run.output[-2000:]

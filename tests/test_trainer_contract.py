@@ -1,6 +1,7 @@
 """Every trainer in hvdcourse/examples keeps the contract written in hvdcourse/examples/__init__.py:
 ``main(argv=None, callbacks=()) -> int``, the shared option names, the shared metrics record and
 the one restore (training.restore_together). Static checks plus ``--help``: no training is run."""
+
 import argparse
 import contextlib
 import importlib
@@ -15,7 +16,9 @@ from conftest import ROOT
 from hvdcourse.examples.cli import training_parser
 
 EXAMPLES = os.path.join(ROOT, "hvdcourse", "examples")
-TRAINERS = sorted(name[:-3] for name in os.listdir(EXAMPLES) if re.fullmatch(r"train_\w+\.py", name))
+TRAINERS = sorted(
+    name[:-3] for name in os.listdir(EXAMPLES) if re.fullmatch(r"train_\w+\.py", name)
+)
 CHECKPOINT_OPTIONS = {"--checkpoint-dir", "--no-resume"}
 
 
@@ -25,7 +28,9 @@ def source(name):
 
 
 def options(parser: argparse.ArgumentParser) -> set:
-    return {opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")}
+    return {
+        opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")
+    }
 
 
 def help_options(name) -> set:
@@ -37,20 +42,26 @@ def help_options(name) -> set:
 
 
 def test_the_five_trainers_are_found():
-    assert {"train_single", "train_hvd", "train_tape", "train_elastic", "train_mwms"} <= set(TRAINERS)
+    assert {"train_single", "train_hvd", "train_tape", "train_elastic", "train_mwms"} <= set(
+        TRAINERS
+    )
 
 
 @pytest.mark.parametrize("name", TRAINERS)
 def test_main_takes_argv_and_callbacks_and_returns_int(name):
     signature = inspect.signature(importlib.import_module(f"hvdcourse.examples.{name}").main)
-    assert [(p.name, p.default) for p in signature.parameters.values()] == [("argv", None), ("callbacks", ())]
+    assert [(p.name, p.default) for p in signature.parameters.values()] == [
+        ("argv", None),
+        ("callbacks", ()),
+    ]
     assert signature.return_annotation in (int, "int")
 
 
 @pytest.mark.parametrize("name", TRAINERS)
 def test_trainer_accepts_the_shared_option_names(name):
     shared = options(training_parser("x")) - {"--help"}
-    if "EpochCheckpoint" not in source(name):  # train_elastic: state in memory, no checkpoint or warm-up options
+    # train_elastic: state in memory, no checkpoint or warm-up options
+    if "EpochCheckpoint" not in source(name):
         shared -= CHECKPOINT_OPTIONS | {"--warmup-epochs"}
     assert shared <= help_options(name)
 
@@ -58,8 +69,11 @@ def test_trainer_accepts_the_shared_option_names(name):
 @pytest.mark.parametrize("name", TRAINERS)
 def test_trainer_restores_only_through_the_shared_restore(name):
     text = source(name)
-    assert "restore_or_error(" not in text and ".restore()" not in text and "exit_if_error" not in text
-    assert "broadcast_variables(checkpoint" not in text  # the broadcast of the restored state is in training.py
+    assert (
+        "restore_or_error(" not in text and ".restore()" not in text and "exit_if_error" not in text
+    )
+    # the broadcast of the restored state is in training.py
+    assert "broadcast_variables(checkpoint" not in text
     if "EpochCheckpoint" in text:
         assert "training.restore_together(" in text
 
@@ -72,8 +86,11 @@ def test_trainer_writes_the_shared_metrics_record(name):
 
 @pytest.mark.parametrize("name", TRAINERS)
 def test_trainer_runs_as_a_command_through_run_main(name):
-    assert re.search(r'if __name__ == "__main__":\n\s+from hvdcourse.examples.cli import run_main\n\n'
-                     r"\s+sys.exit\(run_main\(main\)\)", source(name))
+    assert re.search(
+        r'if __name__ == "__main__":\n\s+from hvdcourse.examples.cli import run_main\n\n'
+        r"\s+sys.exit\(run_main\(main\)\)",
+        source(name),
+    )
 
 
 @pytest.mark.parametrize("name", TRAINERS)

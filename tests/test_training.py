@@ -1,4 +1,5 @@
 """hvdcourse.examples.training: the data order a resumed run needs, and the state a checkpoint shares."""
+
 import numpy as np
 import pytest
 
@@ -16,18 +17,24 @@ def labels(dataset, count):
 def test_a_stream_started_at_step_k_is_the_uninterrupted_stream_from_step_k():
     whole = labels(training.train_dataset(X, Y, BATCH, seed=7), 17)
     for k in (1, 5, 7, 12):
-        assert labels(training.train_dataset(X, Y, BATCH, seed=7, start_step=k), 17 - k) == whole[k:]
+        assert (
+            labels(training.train_dataset(X, Y, BATCH, seed=7, start_step=k), 17 - k) == whole[k:]
+        )
 
 
 def test_every_pass_is_a_new_order_of_all_examples():
-    first, second = (sum(labels(training.train_dataset(X, Y, BATCH, seed=7, start_step=s), 5), [])
-                     for s in (0, 5))
+    first, second = (
+        sum(labels(training.train_dataset(X, Y, BATCH, seed=7, start_step=s), 5), [])
+        for s in (0, 5)
+    )
     assert sorted(first) == sorted(second) == list(range(40))
     assert first != second
 
 
 def test_the_order_depends_on_the_seed():
-    assert labels(training.train_dataset(X, Y, BATCH, seed=7), 5) != labels(training.train_dataset(X, Y, BATCH, seed=8), 5)
+    assert labels(training.train_dataset(X, Y, BATCH, seed=7), 5) != labels(
+        training.train_dataset(X, Y, BATCH, seed=8), 5
+    )
 
 
 def test_a_batch_larger_than_the_data_is_refused_with_what_to_do():
@@ -46,6 +53,7 @@ def test_checkpoint_variables_hold_weights_moments_step_count_and_learning_rate(
     shared = training.EpochCheckpoint(str(tmp_path), model, optimizer).variables
     ids = {id(v) for v in shared}
     assert all(id(v) in ids for v in model.variables)
-    assert all(id(v) in ids for v in optimizer.variables)  # step count and Adam's 2 moments per weight
+    # step count and Adam's 2 moments per weight
+    assert all(id(v) in ids for v in optimizer.variables)
     assert len(optimizer.variables) == 1 + 2 * len(model.trainable_variables)
     assert id(optimizer._learning_rate) in ids

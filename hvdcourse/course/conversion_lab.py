@@ -9,6 +9,7 @@ Run under Horovod (rank 0 writes one JSON file)::
 Every configuration trains the course's model from the same initial weights (per seed) in the same
 process, so the only difference between them is the learning-rate schedule.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,11 @@ def scaled_lr(config: str, base_lr: float, workers: int) -> float:
         raise ValueError(f"unknown configuration {config!r}; choose one of {', '.join(CONFIGS)}")
     if config == "unscaled":
         return base_lr
-    return base_lr * (workers ** 0.5 if config == "sqrt-scaled" else workers)
+    return base_lr * (workers**0.5 if config == "sqrt-scaled" else workers)
 
 
 # ------------------------------------------------------------------------------------- memory
+
 
 def held_bytes(load) -> tuple:
     """Run ``load()`` and return (bytes of numpy array data it leaves allocated, its result).
@@ -82,24 +84,48 @@ def memory_study(rank: int, size: int, workdir: str, barrier) -> list:
     if rank == 0:  # a preprocessing step done once: one array file and one file per rank
         np.save(images, ds.x_train)
         for r in range(size):
-            np.save(os.path.join(workdir, f"x_train.part{r}.npy"), ds.x_train[block(len(ds.x_train), r, size)])
+            np.save(
+                os.path.join(workdir, f"x_train.part{r}.npy"),
+                ds.x_train[block(len(ds.x_train), r, size)],
+            )
     barrier()
-    own_file_bytes, _ = held_bytes(lambda: np.load(os.path.join(workdir, f"x_train.part{rank}.npy")))
-    mmap_bytes, _ = held_bytes(lambda: np.array(np.load(images, mmap_mode="r")[block(len(ds.x_train), rank, size)]))
+    own_file_bytes, _ = held_bytes(
+        lambda: np.load(os.path.join(workdir, f"x_train.part{rank}.npy"))
+    )
+    mmap_bytes, _ = held_bytes(
+        lambda: np.array(np.load(images, mmap_mode="r")[block(len(ds.x_train), rank, size)])
+    )
     one_copy = ds.x_train.nbytes
     return [
-        {"rank": rank, "strategy": "load all, then shard (train_hvd)", "bytes": full_bytes,
-         "shard_images": len(x_shard)},
-        {"rank": rank, "strategy": "own file per rank (uint8)", "bytes": own_file_bytes,
-         "shard_images": len(x_shard)},
-        {"rank": rank, "strategy": "memory-mapped file, own block (uint8)", "bytes": mmap_bytes,
-         "shard_images": len(x_shard)},
-        {"rank": rank, "strategy": "(one uint8 copy of all training images)", "bytes": one_copy,
-         "shard_images": len(ds.x_train)},
+        {
+            "rank": rank,
+            "strategy": "load all, then shard (train_hvd)",
+            "bytes": full_bytes,
+            "shard_images": len(x_shard),
+        },
+        {
+            "rank": rank,
+            "strategy": "own file per rank (uint8)",
+            "bytes": own_file_bytes,
+            "shard_images": len(x_shard),
+        },
+        {
+            "rank": rank,
+            "strategy": "memory-mapped file, own block (uint8)",
+            "bytes": mmap_bytes,
+            "shard_images": len(x_shard),
+        },
+        {
+            "rank": rank,
+            "strategy": "(one uint8 copy of all training images)",
+            "bytes": one_copy,
+            "shard_images": len(ds.x_train),
+        },
     ]
 
 
 # ------------------------------------------------------------------------------ learning rate
+
 
 def training_images(dataset, limit: int | None = None):
     """The first ``limit`` training images and labels as model inputs (all of them if ``limit`` is None).
@@ -110,13 +136,25 @@ def training_images(dataset, limit: int | None = None):
     from hvdcourse.examples import data
 
     if limit is not None and not 0 < limit <= len(dataset.x_train):
-        raise ValueError(f"--train-images must be between 1 and {len(dataset.x_train)}, not {limit}")
+        raise ValueError(
+            f"--train-images must be between 1 and {len(dataset.x_train)}, not {limit}"
+        )
     end = len(dataset.x_train) if limit is None else limit
     return data.to_model_inputs(dataset.x_train[:end], dataset.y_train[:end])
 
 
-def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: float, warmup_epochs: float,
-             max_steps: int | None = None, train_images: int | None = None) -> list:
+def lr_study(
+    hvd,
+    tf,
+    configs,
+    seeds,
+    epochs: int,
+    batch_size: int,
+    base_lr: float,
+    warmup_epochs: float,
+    max_steps: int | None = None,
+    train_images: int | None = None,
+) -> list:
     """Train once per (config, seed); return one record per epoch (rank 0's view, full-test metrics).
 
     Each record holds the validation accuracy of every rank on its own shard (before
@@ -131,8 +169,14 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
     x_train, y_train = training_images(dataset, train_images)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
     steps = training.steps_per_epoch(len(x_train), batch_size, hvd.size(), max_steps)
-    x_train, y_train = data.shard(x_train, hvd.rank(), hvd.size()), data.shard(y_train, hvd.rank(), hvd.size())
-    x_test, y_test = data.shard(x_test, hvd.rank(), hvd.size()), data.shard(y_test, hvd.rank(), hvd.size())
+    x_train, y_train = (
+        data.shard(x_train, hvd.rank(), hvd.size()),
+        data.shard(y_train, hvd.rank(), hvd.size()),
+    )
+    x_test, y_test = (
+        data.shard(x_test, hvd.rank(), hvd.size()),
+        data.shard(y_test, hvd.rank(), hvd.size()),
+    )
     records = []
 
     class Probe(tf.keras.callbacks.Callback):
@@ -171,34 +215,73 @@ def lr_study(hvd, tf, configs, seeds, epochs: int, batch_size: int, base_lr: flo
             optimizer.learning_rate.assign(lr)
             before, after, lr_trace = Probe(), Probe(), LrTrace()
             full = []
-            callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), before,
-                         hvd.callbacks.MetricAverageCallback(), after, lr_trace,
-                         tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda e, logs: full.append(
-                             (training.evaluate(model, x_test, y_test,
-                                                reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)),
-                              float(model.optimizer.learning_rate))))]
+            callbacks = [
+                hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                before,
+                hvd.callbacks.MetricAverageCallback(),
+                after,
+                lr_trace,
+                tf.keras.callbacks.LambdaCallback(
+                    on_epoch_end=lambda e, logs: full.append(
+                        (
+                            training.evaluate(
+                                model,
+                                x_test,
+                                y_test,
+                                reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),
+                            ),
+                            float(model.optimizer.learning_rate),
+                        )
+                    )
+                ),
+            ]
             if config == "scaled+warmup":
-                callbacks.insert(1, hvd.callbacks.LearningRateWarmupCallback(
-                    initial_lr=lr, warmup_epochs=warmup_epochs, steps_per_epoch=steps))
+                callbacks.insert(
+                    1,
+                    hvd.callbacks.LearningRateWarmupCallback(
+                        initial_lr=lr, warmup_epochs=warmup_epochs, steps_per_epoch=steps
+                    ),
+                )
             start = time.perf_counter()
-            model.fit(training.train_dataset(x_train, y_train, batch_size, seed + hvd.rank()),
-                      steps_per_epoch=steps, epochs=epochs, validation_data=(x_test, y_test),
-                      callbacks=callbacks, verbose=0)
+            model.fit(
+                training.train_dataset(x_train, y_train, batch_size, seed + hvd.rank()),
+                steps_per_epoch=steps,
+                epochs=epochs,
+                validation_data=(x_test, y_test),
+                callbacks=callbacks,
+                verbose=0,
+            )
             seconds = time.perf_counter() - start
             own = hvd_tf.allgather_object([log["val_accuracy"] for log in before.logs])
             for epoch in range(epochs):
                 metrics, lr_now = full[epoch]
-                records.append({"config": config, "seed": seed, "epoch": epoch + 1, "workers": hvd.size(),
-                                "lr_end_of_epoch": lr_now, "steps_per_epoch": steps, "fit_seconds": seconds,
-                                "lr_per_step": lr_trace.values[epoch * steps:(epoch + 1) * steps],
-                                "val_accuracy_own_shard": [float(r[epoch]) for r in own],
-                                "val_accuracy_logged": float(after.logs[epoch]["val_accuracy"]),
-                                "test_accuracy": metrics["accuracy"], "test_loss": metrics["loss"]})
+                records.append(
+                    {
+                        "config": config,
+                        "seed": seed,
+                        "epoch": epoch + 1,
+                        "workers": hvd.size(),
+                        "lr_end_of_epoch": lr_now,
+                        "steps_per_epoch": steps,
+                        "fit_seconds": seconds,
+                        "lr_per_step": lr_trace.values[epoch * steps : (epoch + 1) * steps],
+                        "val_accuracy_own_shard": [float(r[epoch]) for r in own],
+                        "val_accuracy_logged": float(after.logs[epoch]["val_accuracy"]),
+                        "test_accuracy": metrics["accuracy"],
+                        "test_loss": metrics["loss"],
+                    }
+                )
     return records
 
 
-def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: int = 1,
-                 train_images: int | None = None) -> dict:
+def metric_views(
+    hvd,
+    tf,
+    batch_size: int,
+    max_steps: int | None = None,
+    seed: int = 1,
+    train_images: int | None = None,
+) -> dict:
     """One epoch of ``model.fit`` on every rank, showing what each view of the metrics holds.
 
     Returns (on every rank) the epoch-end logs of every rank before ``MetricAverageCallback``
@@ -217,12 +300,18 @@ def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: i
     dataset = data.load_mnist(quiet=True)
     x_train, y_train = training_images(dataset, train_images)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
-    shard = lambda a: data.shard(a, hvd.rank(), hvd.size())
+
+    def shard(a):
+        return data.shard(a, hvd.rank(), hvd.size())
+
     steps = training.steps_per_epoch(len(x_train), batch_size, hvd.size(), max_steps)
     tf.keras.utils.set_random_seed(seed)
     model = course_model.build_model()
-    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(1e-3 * hvd.size())),
-                  loss=course_model.loss_fn(), metrics=["accuracy"])
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(1e-3 * hvd.size())),
+        loss=course_model.loss_fn(),
+        metrics=["accuracy"],
+    )
     seen = {"own": {}, "averaged": {}, "last_batch": {}}
 
     class Copy(tf.keras.callbacks.Callback):
@@ -239,15 +328,26 @@ def metric_views(hvd, tf, batch_size: int, max_steps: int | None = None, seed: i
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        model.fit(training.train_dataset(shard(x_train), shard(y_train), batch_size, seed + hvd.rank()),
-                  steps_per_epoch=steps, epochs=1, validation_data=(shard(x_test), shard(y_test)),
-                  callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), Copy("own"),
-                             hvd.callbacks.MetricAverageCallback(), Copy("averaged")],
-                  verbose=2 if hvd.rank() == 0 else 0)
+        model.fit(
+            training.train_dataset(shard(x_train), shard(y_train), batch_size, seed + hvd.rank()),
+            steps_per_epoch=steps,
+            epochs=1,
+            validation_data=(shard(x_test), shard(y_test)),
+            callbacks=[
+                hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                Copy("own"),
+                hvd.callbacks.MetricAverageCallback(),
+                Copy("averaged"),
+            ],
+            verbose=2 if hvd.rank() == 0 else 0,
+        )
     lines = [line for line in printed.getvalue().splitlines() if " - loss: " in line]
-    return {"own": hvd_tf.allgather_object(seen["own"]), "averaged": seen["averaged"],
-            "last_batch": hvd_tf.broadcast_object(seen["last_batch"], root_rank=0),
-            "printed": hvd_tf.broadcast_object(lines[-1] if lines else "", root_rank=0)}
+    return {
+        "own": hvd_tf.allgather_object(seen["own"]),
+        "averaged": seen["averaged"],
+        "last_batch": hvd_tf.broadcast_object(seen["last_batch"], root_rank=0),
+        "printed": hvd_tf.broadcast_object(lines[-1] if lines else "", root_rank=0),
+    }
 
 
 def printed_metrics(line: str) -> dict:
@@ -258,7 +358,9 @@ def printed_metrics(line: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Measurements of the lesson Converting a Keras MNIST script to Horovod.")
+    parser = argparse.ArgumentParser(
+        description="Measurements of the lesson Converting a Keras MNIST script to Horovod."
+    )
     parser.add_argument("--out", required=True, help="JSON file written by rank 0")
     parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
@@ -267,13 +369,27 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=1e-3, help="single-worker learning rate")
     parser.add_argument("--warmup-epochs", type=float, default=1.0)
     parser.add_argument("--max-steps", type=int, default=None)
-    parser.add_argument("--train-images", type=int, default=None,
-                        help="train on the first N training images (default: all)")
-    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the memory study")
-    parser.add_argument("--metric-views", action="store_true",
-                        help="also record one epoch's metrics as each rank, MetricAverageCallback and Keras' line see them")
-    parser.add_argument("--batch-norm-batches", type=int, nargs="*", default=[],
-                        help="also record batch-normalisation statistics for these per-rank batch sizes")
+    parser.add_argument(
+        "--train-images",
+        type=int,
+        default=None,
+        help="train on the first N training images (default: all)",
+    )
+    parser.add_argument(
+        "--no-memory", dest="memory", action="store_false", help="skip the memory study"
+    )
+    parser.add_argument(
+        "--metric-views",
+        action="store_true",
+        help="also record one epoch's metrics as each rank, MetricAverageCallback and Keras' line see them",
+    )
+    parser.add_argument(
+        "--batch-norm-batches",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also record batch-normalisation statistics for these per-rank batch sizes",
+    )
     args = parser.parse_args(argv)
     if args.train_images is not None and args.train_images < 1:
         parser.error(f"--train-images must be at least 1, not {args.train_images}")
@@ -289,26 +405,49 @@ def main(argv=None) -> int:
     workdir = os.path.dirname(os.path.abspath(args.out))
     result = {"workers": hvd.size(), "settings": vars(args)}
     if args.memory:
-        memory = memory_study(hvd.rank(), hvd.size(), workdir, barrier=lambda: hvd.allreduce(tf.constant(0)))
+        memory = memory_study(
+            hvd.rank(), hvd.size(), workdir, barrier=lambda: hvd.allreduce(tf.constant(0))
+        )
         result["memory"] = sum(hvd_tf.allgather_object(memory), [])
     if args.metric_views:
-        result["metric_views"] = metric_views(hvd, tf, args.batch_size, args.max_steps,
-                                              train_images=args.train_images)
+        result["metric_views"] = metric_views(
+            hvd, tf, args.batch_size, args.max_steps, train_images=args.train_images
+        )
     if args.batch_norm_batches:
         from hvdcourse.examples import data
         from hvdcourse.course import gradients
 
         images = data.shard(data.load_mnist(quiet=True).x_train, hvd.rank(), hvd.size())
-        result["batch_norm"] = sum(hvd_tf.allgather_object(
-            [gradients.batch_norm_views(gradients.quadrant_features(images[:b])) for b in args.batch_norm_batches]), [])
+        result["batch_norm"] = sum(
+            hvd_tf.allgather_object(
+                [
+                    gradients.batch_norm_views(gradients.quadrant_features(images[:b]))
+                    for b in args.batch_norm_batches
+                ]
+            ),
+            [],
+        )
     start = time.perf_counter()
-    result["epochs"] = lr_study(hvd, tf, args.configs, args.seeds, args.epochs, args.batch_size, args.lr,
-                                args.warmup_epochs, args.max_steps, args.train_images)
+    result["epochs"] = lr_study(
+        hvd,
+        tf,
+        args.configs,
+        args.seeds,
+        args.epochs,
+        args.batch_size,
+        args.lr,
+        args.warmup_epochs,
+        args.max_steps,
+        args.train_images,
+    )
     result["seconds"] = time.perf_counter() - start
     if hvd.rank() == 0:
         with open(args.out, "w") as fh:
             json.dump(result, fh, indent=1)
-        print(f"[conversion_lab] {hvd.size()} worker(s): wrote {args.out} in {result['seconds']:.1f} s", flush=True)
+        print(
+            f"[conversion_lab] {hvd.size()} worker(s): wrote {args.out} in {result['seconds']:.1f} s",
+            flush=True,
+        )
     return 0
 
 

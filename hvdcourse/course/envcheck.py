@@ -9,6 +9,7 @@ non-zero with a one-line fix when something is missing.
   that every rank answers and that an allreduce agrees
 * ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,7 @@ def tf_keras_version(tf) -> str:
     """Version of the Keras that ``tf.keras`` is: tf-keras (Keras 2) has no ``__version__`` there."""
     if getattr(tf.keras, "__name__", "").startswith("tf_keras"):
         import tf_keras
+
         return tf_keras.__version__
     return str(getattr(tf.keras, "__version__", "?"))
 
@@ -46,38 +48,60 @@ def build_report() -> tuple[list, list]:
     keras_version = tf_keras_version(tf)
     lines.append(f"TensorFlow    {tf.__version__} (tf.keras {keras_version})")
     if not tf.__version__.startswith(NEEDED_TF):
-        problems.append(f"TensorFlow {tf.__version__}: the course and its Horovod patches are made for "
-                        f"{NEEDED_TF}; run 'make env'")
+        problems.append(
+            f"TensorFlow {tf.__version__}: the course and its Horovod patches are made for "
+            f"{NEEDED_TF}; run 'make env'"
+        )
     if not keras_version.startswith("2."):
-        problems.append(f"tf.keras is Keras {keras_version}, but Horovod's Keras API needs Keras 2: set "
-                        "TF_USE_LEGACY_KERAS=1 before Python starts and install tf-keras (make env does both)")
+        problems.append(
+            f"tf.keras is Keras {keras_version}, but Horovod's Keras API needs Keras 2: set "
+            "TF_USE_LEGACY_KERAS=1 before Python starts and install tf-keras (make env does both)"
+        )
     try:
         import horovod
         import horovod.tensorflow as hvd
     except ImportError as err:
-        problems.append(f"Horovod's TensorFlow extension cannot be loaded ({err}). Rebuild it: "
-                        "delete ~/.cache/hvdcourse/wheels and run 'make env'")
+        problems.append(
+            f"Horovod's TensorFlow extension cannot be loaded ({err}). Rebuild it: "
+            "delete ~/.cache/hvdcourse/wheels and run 'make env'"
+        )
         return lines, problems
     lines.append(f"Horovod       {horovod.__version__}")
     if horovod.__version__ != NEEDED_HOROVOD:
-        problems.append(f"Horovod {horovod.__version__}: the course is tested with {NEEDED_HOROVOD}")
+        problems.append(
+            f"Horovod {horovod.__version__}: the course is tested with {NEEDED_HOROVOD}"
+        )
 
     def mark(flag: bool) -> str:
         return "[X]" if flag else "[ ]"
 
-    frameworks = {"TensorFlow": True, "PyTorch": _extension_built(horovod, "torch", "mpi_lib_v2"),
-                  "MXNet": _extension_built(horovod, "mxnet", "mpi_lib")}
+    frameworks = {
+        "TensorFlow": True,
+        "PyTorch": _extension_built(horovod, "torch", "mpi_lib_v2"),
+        "MXNet": _extension_built(horovod, "mxnet", "mpi_lib"),
+    }
     controllers = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
-    ops = {"NCCL": hvd.nccl_built(), "DDL": hvd.ddl_built(), "CCL": hvd.ccl_built(),
-           "MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
+    ops = {
+        "NCCL": hvd.nccl_built(),
+        "DDL": hvd.ddl_built(),
+        "CCL": hvd.ccl_built(),
+        "MPI": hvd.mpi_built(),
+        "Gloo": hvd.gloo_built(),
+    }
     gpu = {"CUDA": hvd.cuda_built(), "ROCm": hvd.rocm_built()}
-    for title, table in (("Frameworks", frameworks), ("Controllers", controllers),
-                         ("Tensor operations", ops), ("GPU support", gpu)):
+    for title, table in (
+        ("Frameworks", frameworks),
+        ("Controllers", controllers),
+        ("Tensor operations", ops),
+        ("GPU support", gpu),
+    ):
         lines.append(f"{title + ':':18}" + "  ".join(f"{mark(v)} {k}" for k, v in table.items()))
     for name in ("MPI", "Gloo"):
         if not controllers[name]:
-            problems.append(f"Horovod was built without {name}; rebuild with HOROVOD_WITH_{name.upper()}=1 "
-                            "(delete ~/.cache/hvdcourse/wheels and run 'make env')")
+            problems.append(
+                f"Horovod was built without {name}; rebuild with HOROVOD_WITH_{name.upper()}=1 "
+                "(delete ~/.cache/hvdcourse/wheels and run 'make env')"
+            )
     problems += hostname_problems()
     return lines, problems
 
@@ -89,8 +113,10 @@ def hostname_problems(host: str | None = None) -> list:
     try:
         socket.getaddrinfo(host, None)
     except OSError:
-        return [f"this machine's name {host!r} does not resolve, and horovodrun --gloo then crashes with "
-                f"SIGSEGV. Add it to /etc/hosts: echo '127.0.1.1 {host}' | sudo tee -a /etc/hosts"]
+        return [
+            f"this machine's name {host!r} does not resolve, and horovodrun --gloo then crashes with "
+            f"SIGSEGV. Add it to /etc/hosts: echo '127.0.1.1 {host}' | sudo tee -a /etc/hosts"
+        ]
     return []
 
 
@@ -114,9 +140,11 @@ def rank_line() -> tuple[str, float]:
     threads = ""
     if hvd.mpi_enabled():
         threads = f" mpi_threads={'yes' if hvd.mpi_threads_supported() else 'no'}"
-    line = (f"rank={hvd.rank()} local_rank={hvd.local_rank()} size={hvd.size()} "
-            f"local_size={hvd.local_size()} host={socket.gethostname()} controller={controller}{threads} "
-            f"allreduce_sum={total:g}")
+    line = (
+        f"rank={hvd.rank()} local_rank={hvd.local_rank()} size={hvd.size()} "
+        f"local_size={hvd.local_size()} host={socket.gethostname()} controller={controller}{threads} "
+        f"allreduce_sum={total:g}"
+    )
     return line, total
 
 
@@ -127,16 +155,24 @@ def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
     problems = []
     expected_sum = np * (np + 1) / 2
     for launcher in launchers:
-        run = run_ranks([sys.executable, "-m", "hvdcourse.course.envcheck", "--rank-line"], np, launcher, timeout)
-        answers = [found[-1] for found in run.results if found]  # each rank reports its line and its sum
+        run = run_ranks(
+            [sys.executable, "-m", "hvdcourse.course.envcheck", "--rank-line"],
+            np,
+            launcher,
+            timeout,
+        )
+        # each rank reports its line and its sum
+        answers = [found[-1] for found in run.results if found]
         print(f"--- {np} ranks, horovodrun --{launcher} ({run.seconds:.1f} s)")
         for answer in answers:
             print("  " + answer["line"])
         if not run.ok or len(answers) != np:
             silent = [rank for rank, found in enumerate(run.results) if not found]
             tail = "\n    ".join(run.output.strip().splitlines()[-8:])
-            problems.append(f"{np}-rank run under {launcher} failed (exit {run.returncode}, "
-                            f"{len(answers)}/{np} ranks answered; silent: rank(s) {silent}):\n    {tail}")
+            problems.append(
+                f"{np}-rank run under {launcher} failed (exit {run.returncode}, "
+                f"{len(answers)}/{np} ranks answered; silent: rank(s) {silent}):\n    {tail}"
+            )
         elif not all(answer["allreduce_sum"] == expected_sum for answer in answers):
             problems.append(f"{launcher}: allreduce gave a wrong sum (expected {expected_sum:g})")
     return problems
@@ -145,15 +181,24 @@ def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
 def check(argv=None) -> int:
     """The check; raises :class:`~hvdcourse.runtime.errors.CheckFailed` when the environment is not ready."""
     parser = argparse.ArgumentParser(prog="hvdcourse-check", description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=1, help="also launch on this many ranks (Gloo and MPI)")
+    parser.add_argument(
+        "--ranks", type=int, default=1, help="also launch on this many ranks (Gloo and MPI)"
+    )
     parser.add_argument("--timeout", type=float, default=120, help="limit for each launch, seconds")
-    parser.add_argument("--launchers", default="gloo,mpi",
-                        help="controllers to try with --ranks, comma-separated (default gloo,mpi)")
-    parser.add_argument("--rank-line", action="store_true", help="only print this rank's line (under a launcher)")
+    parser.add_argument(
+        "--launchers",
+        default="gloo,mpi",
+        help="controllers to try with --ranks, comma-separated (default gloo,mpi)",
+    )
+    parser.add_argument(
+        "--rank-line", action="store_true", help="only print this rank's line (under a launcher)"
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.launchers.split(",")) - {"gloo", "mpi"})
     if unknown:
-        raise UsageError(f"--launchers: unknown controller(s) {', '.join(unknown)}; use gloo, mpi or gloo,mpi")
+        raise UsageError(
+            f"--launchers: unknown controller(s) {', '.join(unknown)}; use gloo, mpi or gloo,mpi"
+        )
     # keep TensorFlow's start-up chatter (and TF 2.20's "failed call to cuInit" on machines without an
     # NVIDIA driver) out of the report
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -171,6 +216,7 @@ def check(argv=None) -> int:
     if not problems:
         try:
             from hvdcourse.runtime.mpienv import require_mpi
+
             require_mpi()
             print(rank_line()[0])
         except Exception as err:
@@ -181,8 +227,10 @@ def check(argv=None) -> int:
         print("\nNOT READY:", file=sys.stderr)
         for p in problems:
             print(f"  - {p}", file=sys.stderr)
-        raise CheckFailed(f"this environment is not ready for the course: fix the {len(problems)} problem(s) "
-                          "listed above and run the check again")
+        raise CheckFailed(
+            f"this environment is not ready for the course: fix the {len(problems)} problem(s) "
+            "listed above and run the check again"
+        )
     print("\nOK: this environment is ready for the course.")
     return 0
 

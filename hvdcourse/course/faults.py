@@ -19,6 +19,7 @@ like the OOM killer or a lost node), ``exit`` (exit code 3 without Python clean-
 the start of its first step; :func:`compare_resume` uses it to show that a resumed run starts, on
 every rank, from rank 0's restored state, and ends as an uninterrupted run does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -101,10 +102,13 @@ def state_probe_callback(rank: int):
             self.printed = True
             # Keras' fit: the compiled model's optimizer; a custom loop passes it in the callbacks' params
             optimizer = getattr(self.model, "optimizer", None) or self.params["optimizer"]
-            print(f"[hvdcourse.faults] rank {rank} first step: "
-                  f"optimizer_iterations={int(optimizer.iterations.numpy())} "
-                  f"weights_sha256={weights_digest(self.model)} "
-                  f"optimizer_sha256={variables_digest(optimizer.variables)}", flush=True)
+            print(
+                f"[hvdcourse.faults] rank {rank} first step: "
+                f"optimizer_iterations={int(optimizer.iterations.numpy())} "
+                f"weights_sha256={weights_digest(self.model)} "
+                f"optimizer_sha256={variables_digest(optimizer.variables)}",
+                flush=True,
+            )
 
     return StateProbe()
 
@@ -125,16 +129,27 @@ def callbacks_from_env(rank=None, environ=None) -> list:
     try:
         target, at_step = int(target), int(environ.get("HVDCOURSE_FAIL_AT_STEP", "3"))
     except ValueError:
-        raise ValueError("HVDCOURSE_FAIL_RANK and HVDCOURSE_FAIL_AT_STEP must be integers, got "
-                         f"{environ.get('HVDCOURSE_FAIL_RANK')!r} and {environ.get('HVDCOURSE_FAIL_AT_STEP')!r}") from None
+        raise ValueError(
+            "HVDCOURSE_FAIL_RANK and HVDCOURSE_FAIL_AT_STEP must be integers, got "
+            f"{environ.get('HVDCOURSE_FAIL_RANK')!r} and {environ.get('HVDCOURSE_FAIL_AT_STEP')!r}"
+        ) from None
     if mode not in MODES:
         raise ValueError(f"HVDCOURSE_FAIL_MODE={mode!r} is not one of {', '.join(MODES)}")
     return probe + ([fault_callback(target, at_step, mode)] if me == target else [])
 
 
-def run_with_fault(trainer_args: list, mode: str = "crash", rank: int = 1, at_step: int = 3, np: int = 2,
-                   launcher: str = "mpirun", trainer: str = "hvdcourse.examples.train_hvd", timeout: float = 180,
-                   env: dict | None = None, **run_kwargs):
+def run_with_fault(
+    trainer_args: list,
+    mode: str = "crash",
+    rank: int = 1,
+    at_step: int = 3,
+    np: int = 2,
+    launcher: str = "mpirun",
+    trainer: str = "hvdcourse.examples.train_hvd",
+    timeout: float = 180,
+    env: dict | None = None,
+    **run_kwargs,
+):
     """Run ``trainer`` on ``np`` ranks with a fault on ``rank``; return ``(run, seconds_after_fault)``.
 
     ``run`` is the :class:`hvdcourse.runtime.launch.RankRun`; ``seconds_after_fault`` is the time from the
@@ -149,18 +164,28 @@ def run_with_fault(trainer_args: list, mode: str = "crash", rank: int = 1, at_st
         if not fault_at and "[hvdcourse.faults]" in line:
             fault_at.append(time.monotonic())
 
-    env = {**(env or {}), "HVDCOURSE_FAIL_RANK": str(rank), "HVDCOURSE_FAIL_AT_STEP": str(at_step),
-           "HVDCOURSE_FAIL_MODE": mode}
+    env = {
+        **(env or {}),
+        "HVDCOURSE_FAIL_RANK": str(rank),
+        "HVDCOURSE_FAIL_AT_STEP": str(at_step),
+        "HVDCOURSE_FAIL_MODE": mode,
+    }
     program = [sys.executable, "-m", "hvdcourse.course.faults", trainer, *trainer_args]
-    run = run_ranks(program, np=np, launcher=launcher, timeout=timeout, env=env, on_line=on_line, **run_kwargs)
+    run = run_ranks(
+        program, np=np, launcher=launcher, timeout=timeout, env=env, on_line=on_line, **run_kwargs
+    )
     return run, (time.monotonic() - fault_at[0]) if fault_at else None
 
 
 FINAL_DIGEST = re.compile(r"\[train_\w+\] rank=(\d+) .*weights_sha256=(\w+)")
-FIRST_STEP = re.compile(r"\[hvdcourse\.faults\] rank (\d+) first step: (optimizer_iterations=\d+ "
-                        r"weights_sha256=\w+ optimizer_sha256=\w+)")
-RESTORED = re.compile(r"\[checkpoint\] restored epoch=\d+ (optimizer_iterations=\d+ weights_sha256=\w+ "
-                      r"optimizer_sha256=\w+)")
+FIRST_STEP = re.compile(
+    r"\[hvdcourse\.faults\] rank (\d+) first step: (optimizer_iterations=\d+ "
+    r"weights_sha256=\w+ optimizer_sha256=\w+)"
+)
+RESTORED = re.compile(
+    r"\[checkpoint\] restored epoch=\d+ (optimizer_iterations=\d+ weights_sha256=\w+ "
+    r"optimizer_sha256=\w+)"
+)
 
 
 def final_digests(output: str) -> dict:
@@ -203,13 +228,27 @@ class ResumeComparison:
     def exact(self) -> bool:
         """Every rank of both runs ends with the same weights, and the run was really killed."""
         digests = [*self.uninterrupted_digests.values(), *self.resumed_digests.values()]
-        return (not self.killed.ok and self.uninterrupted.ok and self.resumed.ok and len(digests) >= 2
-                and len(self.uninterrupted_digests) == len(self.resumed_digests) and len(set(digests)) == 1)
+        return (
+            not self.killed.ok
+            and self.uninterrupted.ok
+            and self.resumed.ok
+            and len(digests) >= 2
+            and len(self.uninterrupted_digests) == len(self.resumed_digests)
+            and len(set(digests)) == 1
+        )
 
 
-def compare_resume(trainer_args: list, kill_at_step: int, trainer: str = "hvdcourse.examples.train_hvd", np: int = 2,
-                   launcher: str = "mpirun", rank: int = 1, timeout: float = 240, cwd: str | None = None,
-                   env: dict | None = None) -> ResumeComparison:
+def compare_resume(
+    trainer_args: list,
+    kill_at_step: int,
+    trainer: str = "hvdcourse.examples.train_hvd",
+    np: int = 2,
+    launcher: str = "mpirun",
+    rank: int = 1,
+    timeout: float = 240,
+    cwd: str | None = None,
+    env: dict | None = None,
+) -> ResumeComparison:
     """Run ``trainer`` uninterrupted, and again killed and resumed; return both runs and their digests.
 
     Both start from scratch with the same arguments (seeds and data order included). The second
@@ -225,14 +264,29 @@ def compare_resume(trainer_args: list, kill_at_step: int, trainer: str = "hvdcou
     for folder in folders.values():
         os.makedirs(folder, exist_ok=True)
     command = [sys.executable, "-m", trainer, *trainer_args]
-    uninterrupted = run_ranks(command, np=np, launcher=launcher, timeout=timeout, env=env,
-                              cwd=folders["uninterrupted"])
-    killed, after_kill = run_with_fault(trainer_args, mode="kill", rank=rank, at_step=kill_at_step, np=np,
-                                        launcher=launcher, trainer=trainer, timeout=timeout, env=env,
-                                        cwd=folders["interrupted"])
-    resumed = run_ranks([sys.executable, "-m", "hvdcourse.course.faults", trainer, *trainer_args], np=np,
-                        launcher=launcher, timeout=timeout, env={**(env or {}), "HVDCOURSE_PRINT_STATE": "1"},
-                        cwd=folders["interrupted"])
+    uninterrupted = run_ranks(
+        command, np=np, launcher=launcher, timeout=timeout, env=env, cwd=folders["uninterrupted"]
+    )
+    killed, after_kill = run_with_fault(
+        trainer_args,
+        mode="kill",
+        rank=rank,
+        at_step=kill_at_step,
+        np=np,
+        launcher=launcher,
+        trainer=trainer,
+        timeout=timeout,
+        env=env,
+        cwd=folders["interrupted"],
+    )
+    resumed = run_ranks(
+        [sys.executable, "-m", "hvdcourse.course.faults", trainer, *trainer_args],
+        np=np,
+        launcher=launcher,
+        timeout=timeout,
+        env={**(env or {}), "HVDCOURSE_PRINT_STATE": "1"},
+        cwd=folders["interrupted"],
+    )
     return ResumeComparison(uninterrupted, killed, resumed, folders["interrupted"], after_kill)
 
 
@@ -261,9 +315,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hvdcourse.course.faults",
         description="Run a course trainer (e.g. hvdcourse.examples.train_hvd) with a fault injected on one rank, "
-                    "as set by HVDCOURSE_FAIL_RANK, HVDCOURSE_FAIL_AT_STEP and HVDCOURSE_FAIL_MODE "
-                    f"({'|'.join(MODES)}).")
-    parser.add_argument("module", help="trainer module with main(argv, callbacks), e.g. hvdcourse.examples.train_hvd")
+        "as set by HVDCOURSE_FAIL_RANK, HVDCOURSE_FAIL_AT_STEP and HVDCOURSE_FAIL_MODE "
+        f"({'|'.join(MODES)}).",
+    )
+    parser.add_argument(
+        "module",
+        help="trainer module with main(argv, callbacks), e.g. hvdcourse.examples.train_hvd",
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the trainer's own arguments")
     args = parser.parse_args(argv)
     try:
@@ -274,6 +332,7 @@ def main(argv=None) -> int:
     if not hasattr(trainer, "main"):
         raise UsageError(f"module {args.module!r} has no main(argv, callbacks) function")
     from hvdcourse.examples.cli import run_main
+
     return run_main(trainer.main, args.args, callbacks=extra)
 
 

@@ -10,6 +10,7 @@ With unequal shards (B_k samples on worker k) the plain average is WRONG; the av
 B_k / sum(B) is right. Horovod's ``DistributedOptimizer`` takes the plain average, which is why every
 worker should run the same number of equal-size batches per step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ def loss_gradients(model, x, y) -> list:
 def split_sizes(total: int, workers: int) -> list:
     """Equal shard sizes for ``workers`` workers; raises if ``total`` is not divisible (as in the equation)."""
     if workers < 1 or total % workers:
-        raise ValueError(f"{total} samples do not split into {workers} equal shards; "
-                         "pass explicit sizes for unequal shards")
+        raise ValueError(
+            f"{total} samples do not split into {workers} equal shards; "
+            "pass explicit sizes for unequal shards"
+        )
     return [total // workers] * workers
 
 
@@ -48,8 +51,14 @@ def shard_gradients(model, x, y, sizes: Sequence) -> list:
 def average(per_worker: list, weights: Sequence | None = None) -> list:
     """Average of per-worker gradient lists (what allreduce-average computes), optionally weighted."""
     n = len(per_worker)
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=float) / np.sum(weights)
-    return [sum(wk * grads[i] for wk, grads in zip(w, per_worker)) for i in range(len(per_worker[0]))]
+    w = (
+        np.full(n, 1.0 / n)
+        if weights is None
+        else np.asarray(weights, dtype=float) / np.sum(weights)
+    )
+    return [
+        sum(wk * grads[i] for wk, grads in zip(w, per_worker)) for i in range(len(per_worker[0]))
+    ]
 
 
 def max_relative_difference(a: list, b: list) -> float:
@@ -73,8 +82,15 @@ class GradientCheck:
         return self.relative_difference <= self.tolerance
 
 
-def check_data_parallel_gradient(model, x, y, workers: int = 2, sizes: Sequence | None = None,
-                                 weighted: bool = False, tolerance: float = 1e-5) -> GradientCheck:
+def check_data_parallel_gradient(
+    model,
+    x,
+    y,
+    workers: int = 2,
+    sizes: Sequence | None = None,
+    weighted: bool = False,
+    tolerance: float = 1e-5,
+) -> GradientCheck:
     """Compare the full-batch gradient with the average of the workers' shard gradients.
 
     ``sizes`` (default: equal shards) sets how many samples each worker gets; ``weighted`` weights
@@ -89,11 +105,22 @@ def check_data_parallel_gradient(model, x, y, workers: int = 2, sizes: Sequence 
 
 # ----------------------------------------------------------------------- batch normalisation
 
+
 def quadrant_features(images) -> np.ndarray:
     """Mean grey value of each quarter of every 28x28 image: a (batch, 4) float32 array (4 "channels")."""
     x = np.asarray(images, dtype=np.float32).reshape(len(images), 28, 28)
-    return np.stack([x[:, :14, :14].mean((1, 2)), x[:, :14, 14:].mean((1, 2)),
-                     x[:, 14:, :14].mean((1, 2)), x[:, 14:, 14:].mean((1, 2))], axis=1) / 255.0
+    return (
+        np.stack(
+            [
+                x[:, :14, :14].mean((1, 2)),
+                x[:, :14, 14:].mean((1, 2)),
+                x[:, 14:, :14].mean((1, 2)),
+                x[:, 14:, 14:].mean((1, 2)),
+            ],
+            axis=1,
+        )
+        / 255.0
+    )
 
 
 def batch_norm_views(features) -> dict:
@@ -115,13 +142,23 @@ def batch_norm_views(features) -> dict:
     synced(x, training=True)
     everything = hvd.allgather(x, name="batch_norm_views").numpy()
     mine = x.numpy()
-    as_list = lambda a: [float(v) for v in np.asarray(a)]
-    return {"rank": hvd.rank(), "size": hvd.size(), "batch": len(mine),
-            "own_mean": as_list(mine.mean(0)), "own_var": as_list(mine.var(0)),
-            "global_mean": as_list(everything.mean(0)), "global_var": as_list(everything.var(0)),
-            "bn_moving_mean": as_list(plain.moving_mean.numpy()), "bn_moving_var": as_list(plain.moving_variance.numpy()),
-            "sync_moving_mean": as_list(synced.moving_mean.numpy()),
-            "sync_moving_var": as_list(synced.moving_variance.numpy())}
+
+    def as_list(a):
+        return [float(v) for v in np.asarray(a)]
+
+    return {
+        "rank": hvd.rank(),
+        "size": hvd.size(),
+        "batch": len(mine),
+        "own_mean": as_list(mine.mean(0)),
+        "own_var": as_list(mine.var(0)),
+        "global_mean": as_list(everything.mean(0)),
+        "global_var": as_list(everything.var(0)),
+        "bn_moving_mean": as_list(plain.moving_mean.numpy()),
+        "bn_moving_var": as_list(plain.moving_variance.numpy()),
+        "sync_moving_mean": as_list(synced.moving_mean.numpy()),
+        "sync_moving_var": as_list(synced.moving_variance.numpy()),
+    }
 
 
 def main(argv=None) -> int:
@@ -130,8 +167,13 @@ def main(argv=None) -> int:
     import sys
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--per-rank-batch", type=int, nargs="+", default=[8],
-                        help="batch size of one rank (several: one report each)")
+    parser.add_argument(
+        "--per-rank-batch",
+        type=int,
+        nargs="+",
+        default=[8],
+        help="batch size of one rank (several: one report each)",
+    )
     args = parser.parse_args(argv)
     if min(args.per_rank_batch) < 2:
         parser.error("--per-rank-batch: a batch needs at least 2 samples to have a variance")
@@ -147,9 +189,11 @@ def main(argv=None) -> int:
         parser.error(f"--per-rank-batch: a rank's shard has only {len(images)} images")
     for batch in args.per_rank_batch:
         views = batch_norm_views(quadrant_features(images[:batch]))
-        print(f"[batchnorm] rank {views['rank']}, batch {batch}: own means "
-              f"{[round(m, 4) for m in views['own_mean']]}, all ranks' {[round(m, 4) for m in views['global_mean']]}",
-              flush=True)  # for a person; the caller gets:
+        print(
+            f"[batchnorm] rank {views['rank']}, batch {batch}: own means "
+            f"{[round(m, 4) for m in views['own_mean']]}, all ranks' {[round(m, 4) for m in views['global_mean']]}",
+            flush=True,
+        )  # for a person; the caller gets:
         report(views)
     sys.stdout.flush()
     return 0

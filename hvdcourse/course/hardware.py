@@ -12,6 +12,7 @@ Vendor figures (peak numbers, per device) and two textbook estimates:
 * compute of training a transformer: about 6 * parameters * tokens floating-point operations
   (Kaplan et al. 2020, arXiv:2001.08361).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,15 +51,24 @@ class Node:
     cpu_gpu_link: str
 
 
-LUMI_G = Node("LUMI-G", 8, ACCELERATORS["MI250X GCD (LUMI-G)"],
-              "1 AMD EPYC 7A53 'Trento', 64 cores (8 CCDs of 8 cores, 4 NUMA domains)",
-              "512 GB DDR4", "4 x 200 Gb/s HPE Slingshot-11 = 800 Gb/s (one card per MI250X)",
-              "Infinity Fabric, 36+36 GB/s per GCD")
-GH200_NODE = Node("Grace-Hopper (4 x GH200)", 4, ACCELERATORS["H100 in GH200, HBM3"],
-                  "4 NVIDIA Grace, 72 Arm Neoverse V2 cores each (one per GPU)",
-                  "LPDDR5X next to each Grace (up to 480 GB per superchip; less on many systems)",
-                  "system-dependent; HPE Cray EX nodes (e.g. CSCS Alps) have 4 x 200 Gb/s Slingshot-11",
-                  "NVLink-C2C, 900 GB/s (450 per direction) per superchip")
+LUMI_G = Node(
+    "LUMI-G",
+    8,
+    ACCELERATORS["MI250X GCD (LUMI-G)"],
+    "1 AMD EPYC 7A53 'Trento', 64 cores (8 CCDs of 8 cores, 4 NUMA domains)",
+    "512 GB DDR4",
+    "4 x 200 Gb/s HPE Slingshot-11 = 800 Gb/s (one card per MI250X)",
+    "Infinity Fabric, 36+36 GB/s per GCD",
+)
+GH200_NODE = Node(
+    "Grace-Hopper (4 x GH200)",
+    4,
+    ACCELERATORS["H100 in GH200, HBM3"],
+    "4 NVIDIA Grace, 72 Arm Neoverse V2 cores each (one per GPU)",
+    "LPDDR5X next to each Grace (up to 480 GB per superchip; less on many systems)",
+    "system-dependent; HPE Cray EX nodes (e.g. CSCS Alps) have 4 x 200 Gb/s Slingshot-11",
+    "NVLink-C2C, 900 GB/s (450 per direction) per superchip",
+)
 NODES = {node.name: node for node in (LUMI_G, GH200_NODE)}
 
 
@@ -106,7 +116,9 @@ def training_flops(params: float, tokens: float) -> float:
     return 6 * params * tokens
 
 
-def training_days(flops: float, devices: int, device: Accelerator, utilization: float = 0.4) -> float:
+def training_days(
+    flops: float, devices: int, device: Accelerator, utilization: float = 0.4
+) -> float:
     """Days of training on ``devices`` devices sustaining ``utilization`` of their peak, with perfect scaling."""
     return flops / (devices * device.peak_bf16_tflops * 1e12 * utilization) / 86400
 
@@ -116,10 +128,17 @@ def memory_table(device: Accelerator, batch: int = 1) -> list:
     rows = []
     for m in MODELS:
         state, act = training_state_gb(m.params), activation_gb(m, batch)
-        rows.append({"model": m.name, "parameters (billions)": m.params / 1e9,
-                     "weights+grads+Adam (GB)": state, f"activations, batch {batch} (GB)": act,
-                     "total (GB)": state + act, f"{device.name} ({device.memory_gb:g} GB)":
-                     "fits" if state + act <= device.memory_gb else
-                     f"needs >= {int(-(-(state + act) // device.memory_gb))} devices' memory",
-                     "largest batch on one device": max_batch(m, device)})
+        rows.append(
+            {
+                "model": m.name,
+                "parameters (billions)": m.params / 1e9,
+                "weights+grads+Adam (GB)": state,
+                f"activations, batch {batch} (GB)": act,
+                "total (GB)": state + act,
+                f"{device.name} ({device.memory_gb:g} GB)": "fits"
+                if state + act <= device.memory_gb
+                else f"needs >= {int(-(-(state + act) // device.memory_gb))} devices' memory",
+                "largest batch on one device": max_batch(m, device),
+            }
+        )
     return rows

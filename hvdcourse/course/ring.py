@@ -16,17 +16,19 @@ grow with the number of workers, which is why the ring scales where a parameter 
 
 Run the check on 3 ranks: ``mpirun -np 3 python -m hvdcourse.course.ring --length 10 --horovod``.
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import sys
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 
 # --------------------------------------------------------------------------- the schedule
+
 
 def chunk_bounds(length: int, parts: int) -> list:
     """``parts`` contiguous (start, stop) ranges covering ``range(length)``; sizes differ by <= 1.
@@ -61,12 +63,26 @@ def ring_schedule(size: int) -> list:
     steps = []
     for step in range(size - 1):
         for rank in range(size):
-            steps.append({"phase": "reduce-scatter", "step": step, "rank": rank,
-                          "send": (rank - step) % size, "recv": (rank - step - 1) % size})
+            steps.append(
+                {
+                    "phase": "reduce-scatter",
+                    "step": step,
+                    "rank": rank,
+                    "send": (rank - step) % size,
+                    "recv": (rank - step - 1) % size,
+                }
+            )
     for step in range(size - 1):
         for rank in range(size):
-            steps.append({"phase": "allgather", "step": step, "rank": rank,
-                          "send": (rank - step + 1) % size, "recv": (rank - step) % size})
+            steps.append(
+                {
+                    "phase": "allgather",
+                    "step": step,
+                    "rank": rank,
+                    "send": (rank - step + 1) % size,
+                    "recv": (rank - step) % size,
+                }
+            )
     return steps
 
 
@@ -80,6 +96,7 @@ def _finish(flat: np.ndarray, shape: tuple, size: int, average: bool) -> np.ndar
 
 
 # --------------------------------------------------------------------------- with MPI
+
 
 def ring_allreduce(comm, array, average: bool = False) -> np.ndarray:
     """Elementwise sum (or mean with ``average=True``) of ``array`` over all ranks of ``comm``.
@@ -103,8 +120,14 @@ def ring_allreduce(comm, array, average: bool = False) -> np.ndarray:
         s0, s1 = bounds[step["send"]]
         r0, r1 = bounds[step["recv"]]
         received = incoming[: r1 - r0]
-        comm.Sendrecv(sendbuf=flat[s0:s1], dest=right, sendtag=step["step"],
-                      recvbuf=received, source=left, recvtag=step["step"])
+        comm.Sendrecv(
+            sendbuf=flat[s0:s1],
+            dest=right,
+            sendtag=step["step"],
+            recvbuf=received,
+            source=left,
+            recvtag=step["step"],
+        )
         if step["phase"] == "reduce-scatter":
             flat[r0:r1] += received
         else:
@@ -113,6 +136,7 @@ def ring_allreduce(comm, array, average: bool = False) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- without MPI
+
 
 def simulate_ring_allreduce(arrays: Sequence, average: bool = False) -> list:
     """The ring allreduce of ``arrays[r]`` (one array per simulated rank), run in one process.
@@ -161,8 +185,11 @@ def ring_trace(size: int) -> list:
             for s in moves:
                 incoming = sent[(s["rank"] - 1) % size]
                 mine = held[s["rank"]][s["recv"]]
-                held[s["rank"]][s["recv"]] = (tuple(sorted(set(mine) | set(incoming)))
-                                              if phase == "reduce-scatter" else incoming)
+                held[s["rank"]][s["recv"]] = (
+                    tuple(sorted(set(mine) | set(incoming)))
+                    if phase == "reduce-scatter"
+                    else incoming
+                )
             trace.append((f"{phase} step {step + 1}", [row[:] for row in held]))
     return trace
 
@@ -174,14 +201,16 @@ def ring_trace(size: int) -> list:
 # the gradient one worker contributes) and return seconds. Computation (the additions) is ignored:
 # on accelerators it is much faster than the network.
 
+
 def ring_time(n_bytes: float, workers: int, alpha: float, beta: float) -> float:
     """Ring allreduce: 2(N-1) steps of n/N bytes each: 2(N-1)*alpha + 2(N-1)/N * n*beta."""
     _check(workers)
     return 2 * (workers - 1) * alpha + 2 * (workers - 1) / workers * n_bytes * beta
 
 
-def parameter_server_time(n_bytes: float, workers: int, alpha: float, beta: float,
-                          servers: int = 1, overlap: bool = False) -> float:
+def parameter_server_time(
+    n_bytes: float, workers: int, alpha: float, beta: float, servers: int = 1, overlap: bool = False
+) -> float:
     """Parameter servers: every worker pushes its gradient and pulls the result.
 
     The parameters are split evenly over ``servers`` (S) servers, each behind its own link, as in
@@ -214,7 +243,9 @@ def byteps_time(n_bytes: float, gpu_machines: int, cpu_machines: int, beta: floa
     _check(gpu_machines)
     n, k = gpu_machines, cpu_machines
     if not 0 <= k <= n:
-        raise ValueError(f"the formula holds for 0 <= CPU machines <= GPU machines, got k={k}, n={n}")
+        raise ValueError(
+            f"the formula holds for 0 <= CPU machines <= GPU machines, got k={k}, n={n}"
+        )
     if n == 1:
         return 0.0
     return 2 * n * (n - 1) * n_bytes * beta / (n * n + k * n - 2 * k)
@@ -258,12 +289,15 @@ def ring_steps(workers: int) -> int:
     return 2 * (workers - 1)
 
 
-def cost_table(n_bytes: float, workers: Sequence, alpha: float, beta: float,
-               algorithms: dict | None = None) -> dict:
+def cost_table(
+    n_bytes: float, workers: Sequence, alpha: float, beta: float, algorithms: dict | None = None
+) -> dict:
     """{algorithm name: [seconds for each N in ``workers``]} for the given message size."""
     algorithms = ALGORITHMS if algorithms is None else algorithms
-    return {name: [float(f(n_bytes, int(n), alpha, beta)) for n in workers]
-            for name, f in algorithms.items()}
+    return {
+        name: [float(f(n_bytes, int(n), alpha, beta)) for n in workers]
+        for name, f in algorithms.items()
+    }
 
 
 def _check(workers: int) -> None:
@@ -272,6 +306,7 @@ def _check(workers: int) -> None:
 
 
 # --------------------------------------------------------------------------- command line check
+
 
 def rank_data(rank: int, length: int, dtype: str = "float64") -> np.ndarray:
     """Deterministic test data of rank ``rank`` (every rank can compute every other rank's)."""
@@ -286,9 +321,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--length", type=int, default=10, help="elements per rank (default 10)")
     parser.add_argument("--dtype", default="float64", help="numpy dtype (default float64)")
-    parser.add_argument("--average", action="store_true", help="check the average instead of the sum")
-    parser.add_argument("--horovod", action="store_true",
-                        help="also compare with hvd.allreduce (Horovod must be built with MPI)")
+    parser.add_argument(
+        "--average", action="store_true", help="check the average instead of the sum"
+    )
+    parser.add_argument(
+        "--horovod",
+        action="store_true",
+        help="also compare with hvd.allreduce (Horovod must be built with MPI)",
+    )
     args = parser.parse_args(argv)
 
     from mpi4py import MPI

@@ -10,6 +10,7 @@ folder (default ``/tmp/hvdcourse-slurm``, or ``--dir``): configuration, munge ke
 spool and state; several clusters with different folders can run side by side (ports differ).
 Clients find the cluster through ``SLURM_CONF``: :meth:`LocalCluster.env` gives the environment.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,9 +91,13 @@ class SlurmJob:
         """RunTime in seconds."""
         return _seconds(self.run_time)
 
-    def excerpt(self, prefixes=("[hvdcourse]", "[binding]", "[train_hvd]", "Epoch ", "srun: error")) -> str:
+    def excerpt(
+        self, prefixes=("[hvdcourse]", "[binding]", "[train_hvd]", "Epoch ", "srun: error")
+    ) -> str:
         """The log's lines that start with one of ``prefixes`` (the job's story without the noise)."""
-        return "\n".join(line for line in self.output.splitlines() if line.startswith(tuple(prefixes)))
+        return "\n".join(
+            line for line in self.output.splitlines() if line.startswith(tuple(prefixes))
+        )
 
 
 def _seconds(text: str) -> int:
@@ -152,23 +157,42 @@ class LocalCluster:
         env.update({k: str(v) for k, v in (extra or {}).items()})
         return env
 
-    def command(self, args: list, timeout: float = 30, check: bool = True, env: dict | None = None,
-                cwd: str | None = None) -> subprocess.CompletedProcess:
+    def command(
+        self,
+        args: list,
+        timeout: float = 30,
+        check: bool = True,
+        env: dict | None = None,
+        cwd: str | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run a Slurm client command (sinfo, squeue, scontrol ...) against this cluster."""
         try:
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                                  env=env or self.env(), cwd=cwd)
+            proc = subprocess.run(
+                args,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env or self.env(),
+                cwd=cwd,
+            )
         except subprocess.TimeoutExpired:
-            raise ClusterError(f"'{' '.join(args)}' did not answer within {timeout:.0f} s; "
-                               f"is the cluster up? (python -m hvdcourse.course.slurm_cluster status)") from None
+            raise ClusterError(
+                f"'{' '.join(args)}' did not answer within {timeout:.0f} s; "
+                f"is the cluster up? (python -m hvdcourse.course.slurm_cluster status)"
+            ) from None
         if check and proc.returncode != 0:
-            raise ClusterError(f"'{' '.join(args)}' failed: {proc.stderr.strip() or proc.stdout.strip()}")
+            raise ClusterError(
+                f"'{' '.join(args)}' failed: {proc.stderr.strip() or proc.stdout.strip()}"
+            )
         return proc
 
     # -- state ------------------------------------------------------------------------------
     def pid_files(self) -> dict:
         run = os.path.join(self.dir, "run")
-        files = {"munged": os.path.join(run, "munged.pid"), "slurmctld": os.path.join(run, "slurmctld.pid")}
+        files = {
+            "munged": os.path.join(run, "munged.pid"),
+            "slurmctld": os.path.join(run, "slurmctld.pid"),
+        }
         files.update({f"slurmd-{n}": os.path.join(run, f"slurmd-{n}.pid") for n in NODES})
         return files
 
@@ -200,7 +224,8 @@ class LocalCluster:
             return False
         states = self.node_states()
         return sorted(states) == sorted(NODES) and all(
-            s.rstrip("*") in ("idle", "mixed", "allocated", "completing") for s in states.values())
+            s.rstrip("*") in ("idle", "mixed", "allocated", "completing") for s in states.values()
+        )
 
     def processes(self) -> list:
         """Every live process of this cluster: the daemons, slurmstepd (its cwd or open files are in
@@ -208,7 +233,8 @@ class LocalCluster:
         import psutil
 
         inside = self.dir + os.sep
-        me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}  # never this command itself
+        # never this command itself
+        me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
         roots = set()
         for proc in psutil.process_iter():
             try:
@@ -246,10 +272,18 @@ class LocalCluster:
         self.stop(quiet=True)  # leftovers of a crashed run
         if os.path.isdir(self.dir):
             shutil.rmtree(self.dir)
-        for sub in ("run", "log", "state", "munge", *(f"spool/{n}" for n in NODES), *(f"tmp/{n}" for n in NODES)):
+        for sub in (
+            "run",
+            "log",
+            "state",
+            "munge",
+            *(f"spool/{n}" for n in NODES),
+            *(f"tmp/{n}" for n in NODES),
+        ):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         os.chmod(self.dir, 0o755)
-        os.chmod(os.path.join(self.dir, "run"), 0o755)  # munged: the socket's folder must be world-x
+        # munged: the socket's folder must be world-x
+        os.chmod(os.path.join(self.dir, "run"), 0o755)
         os.chmod(os.path.join(self.dir, "munge"), 0o700)  # ... and its key private
         key = os.path.join(self.dir, "munge", "munge.key")
         with open(key, "wb") as fh:
@@ -258,37 +292,60 @@ class LocalCluster:
         host = socket.gethostname().split(".")[0]
         ctld_port, node1_port, node2_port = _free_port_block(self.dir)
         with open(self.conf, "w") as fh:
-            fh.write(CONF_TEMPLATE.format(host=host, dir=self.dir, ctld_port=ctld_port, node1=NODES[0],
-                                          node2=NODES[1], node1_port=node1_port, node2_port=node2_port))
+            fh.write(
+                CONF_TEMPLATE.format(
+                    host=host,
+                    dir=self.dir,
+                    ctld_port=ctld_port,
+                    node1=NODES[0],
+                    node2=NODES[1],
+                    node1_port=node1_port,
+                    node2_port=node2_port,
+                )
+            )
         munge = os.path.join(self.dir, "munge")
         steps = [
-            ["munged", f"--socket={self.dir}/run/munge.socket", f"--key-file={key}",
-             f"--pid-file={self.dir}/run/munged.pid", f"--log-file={self.dir}/log/munged.log",
-             f"--seed-file={munge}/munged.seed"],
+            [
+                "munged",
+                f"--socket={self.dir}/run/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={self.dir}/run/munged.pid",
+                f"--log-file={self.dir}/log/munged.log",
+                f"--seed-file={munge}/munged.seed",
+            ],
             ["slurmctld", "-f", self.conf],
             *(["slurmd", "-N", node, "-f", self.conf] for node in NODES),
         ]
         for args in steps:
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=30, env=self.env(),
-                                  cwd=self.dir)
+            proc = subprocess.run(
+                args, capture_output=True, text=True, timeout=30, env=self.env(), cwd=self.dir
+            )
             if proc.returncode != 0:
-                self._fail(f"'{args[0]}' did not start (exit {proc.returncode}): {proc.stderr.strip()}")
+                self._fail(
+                    f"'{args[0]}' did not start (exit {proc.returncode}): {proc.stderr.strip()}"
+                )
         deadline = time.monotonic() + timeout
         states = {}
         while time.monotonic() < deadline:
             states = self.node_states()
-            if sorted(states) == sorted(NODES) and all(s.rstrip("*") == "idle" for s in states.values()):
+            if sorted(states) == sorted(NODES) and all(
+                s.rstrip("*") == "idle" for s in states.values()
+            ):
                 return self
             time.sleep(0.5)
         self._fail(f"the nodes are not idle after {timeout:.0f} s (sinfo: {states or 'no answer'})")
         return self
 
     def _fail(self, what: str) -> None:
-        logs = "".join(f"--- {name} (last lines)\n{_tail(os.path.join(self.dir, 'log', name))}"
-                       for name in ("munged.log", "slurmctld.log", *(f"slurmd-{n}.log" for n in NODES)))
+        logs = "".join(
+            f"--- {name} (last lines)\n{_tail(os.path.join(self.dir, 'log', name))}"
+            for name in ("munged.log", "slurmctld.log", *(f"slurmd-{n}.log" for n in NODES))
+        )
         self.stop(quiet=True)
-        raise ClusterError(f"local Slurm cluster in {self.dir}: {what}\n{logs}"
-                           f"Fix the cause above, then run: python -m hvdcourse.course.slurm_cluster start")
+        raise ClusterError(
+            f"local Slurm cluster in {self.dir}: {what}\n{logs}"
+            f"Fix the cause above, then run: python -m hvdcourse.course.slurm_cluster start"
+        )
 
     def stop(self, timeout: float = 30, quiet: bool = False, remove: bool = False) -> list:
         """Cancel all jobs, stop the daemons, kill whatever of the cluster is left; return the pids
@@ -307,27 +364,39 @@ class LocalCluster:
 
         if "slurmctld" in self.daemon_pids():
             try:
-                subprocess.run(["scancel", "--quiet", "--user", str(os.getuid())], env=self.env(),
-                               capture_output=True, timeout=15)
+                subprocess.run(
+                    ["scancel", "--quiet", "--user", str(os.getuid())],
+                    env=self.env(),
+                    capture_output=True,
+                    timeout=15,
+                )
             except subprocess.TimeoutExpired:
                 pass  # the controller hangs: the daemons are killed below anyway
             deadline = time.monotonic() + min(timeout, 15)
             while time.monotonic() < deadline and self._jobs_left():
                 time.sleep(0.5)
         pids = self.daemon_pids()
-        daemons = ["slurmd-" + n for n in NODES] + ["slurmctld"]  # nodes first, then the controller, munge last
+        # nodes first, then the controller, munge last
+        daemons = ["slurmd-" + n for n in NODES] + ["slurmctld"]
         processes.end(processes.by_pid(pids[n] for n in daemons if pids.get(n)), grace=10)
         processes.end(processes.by_pid([pids["munged"]] if pids.get("munged") else []), grace=5)
         processes.end(self.processes(), grace=0)
         survivors = self.processes()
         if survivors:
-            raise ClusterError("these processes of the local cluster survived SIGKILL: "
-                               + ", ".join(f"{p.pid}" for p in survivors))
+            raise ClusterError(
+                "these processes of the local cluster survived SIGKILL: "
+                + ", ".join(f"{p.pid}" for p in survivors)
+            )
 
     def _jobs_left(self) -> bool:
         try:
-            proc = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env(), capture_output=True, text=True,
-                                  timeout=10)
+            proc = subprocess.run(
+                ["squeue", "-h", "-o", "%i"],
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
         except subprocess.TimeoutExpired:
             return False
         return proc.returncode == 0 and bool(proc.stdout.strip())
@@ -338,7 +407,9 @@ class LocalCluster:
         proc = self.command(["scontrol", "show", "job", "-o", str(job_id)], timeout=15)
         return dict(re.findall(r"(\w[\w/:]*)=(\S*)", proc.stdout))
 
-    def submit(self, args: list, cwd: str, timeout: float = 240, env: dict | None = None) -> SlurmJob:
+    def submit(
+        self, args: list, cwd: str, timeout: float = 240, env: dict | None = None
+    ) -> SlurmJob:
         """Run a submission command that waits (``sbatch --wait --parsable ...`` or
         ``slurm/submit.sh SITE --wait --parsable ...``) and return the finished job with its log.
 
@@ -346,14 +417,22 @@ class LocalCluster:
         """
         from hvdcourse.runtime.launch import run_ranks
 
-        run = run_ranks(list(args), np=1, launcher="python", timeout=timeout, env=self.env(env), cwd=cwd)
-        found = re.search(r"^(\d+)(;\S+)?$", run.output, re.M) or re.search(r"Submitted batch job (\d+)", run.output)
+        run = run_ranks(
+            list(args), np=1, launcher="python", timeout=timeout, env=self.env(env), cwd=cwd
+        )
+        found = re.search(r"^(\d+)(;\S+)?$", run.output, re.M) or re.search(
+            r"Submitted batch job (\d+)", run.output
+        )
         if not found:
-            raise ClusterError(f"the submission printed no job id (exit {run.returncode}):\n{run.output[-2000:]}")
+            raise ClusterError(
+                f"the submission printed no job id (exit {run.returncode}):\n{run.output[-2000:]}"
+            )
         job_id = int(found.group(1))
         if run.timed_out:
             self.command(["scancel", str(job_id)], check=False)
-            raise ClusterError(f"job {job_id} did not finish within {timeout:.0f} s and was cancelled")
+            raise ClusterError(
+                f"job {job_id} did not finish within {timeout:.0f} s and was cancelled"
+            )
         for _ in range(20):  # sbatch --wait returns as the job ends; its record may lag a moment
             info = self.job_info(job_id)
             if info.get("JobState") not in ("RUNNING", "COMPLETING", "PENDING", "CONFIGURING"):
@@ -364,8 +443,15 @@ class LocalCluster:
         if path and os.path.isfile(path):
             with open(path, errors="replace") as fh:
                 output = fh.read()
-        return SlurmJob(job_id, info.get("JobState", "?"), info.get("ExitCode", "?"), info.get("RunTime", "0"),
-                        output, info, run.output)
+        return SlurmJob(
+            job_id,
+            info.get("JobState", "?"),
+            info.get("ExitCode", "?"),
+            info.get("RunTime", "0"),
+            output,
+            info,
+            run.output,
+        )
 
     def completed_jobs(self) -> list:
         """One dict per finished job from the job-completion log (JobId, Name, JobState, StartTime,
@@ -403,30 +489,47 @@ def _alive(pid: int) -> bool:
 
 def ensure_installed(install: bool = True) -> None:
     """Install munge and Slurm with apt if a daemon is missing (root only); else say how."""
-    missing = [d for d in DAEMONS if shutil.which(d) is None and not os.path.exists(f"/usr/sbin/{d}")]
+    missing = [
+        d for d in DAEMONS if shutil.which(d) is None and not os.path.exists(f"/usr/sbin/{d}")
+    ]
     if not missing:
         return
     hint = "sudo apt-get install " + " ".join(APT_PACKAGES)
     if not install or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise MissingToolError(f"{', '.join(missing)} not installed. Install them ({hint}) and retry.")
+        raise MissingToolError(
+            f"{', '.join(missing)} not installed. Install them ({hint}) and retry."
+        )
     print(f"slurm_cluster: installing {' '.join(APT_PACKAGES)} with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *APT_PACKAGES]):
+    for args in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *APT_PACKAGES],
+    ):
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
         if proc.returncode != 0:
-            raise ClusterError(f"'{' '.join(args)}' failed:\n{proc.stderr[-2000:]}\nInstall by hand: {hint}")
+            raise ClusterError(
+                f"'{' '.join(args)}' failed:\n{proc.stderr[-2000:]}\nInstall by hand: {hint}"
+            )
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="A 2-node Slurm cluster on this machine (start, stop, status).")
+    parser = argparse.ArgumentParser(
+        description="A 2-node Slurm cluster on this machine (start, stop, status)."
+    )
     parser.add_argument("action", choices=("start", "stop", "status"))
-    parser.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default {DEFAULT_DIR})")
-    parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for idle nodes (start)")
+    parser.add_argument(
+        "--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default {DEFAULT_DIR})"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60, help="seconds to wait for idle nodes (start)"
+    )
     args = parser.parse_args(argv)
     cluster = LocalCluster(args.dir)
     if args.action == "start":
         cluster.start(timeout=args.timeout)
-        print(f"slurm_cluster: up, nodes {cluster.node_states()}; use it with: export SLURM_CONF={cluster.conf}")
+        print(
+            f"slurm_cluster: up, nodes {cluster.node_states()}; use it with: export SLURM_CONF={cluster.conf}"
+        )
     elif args.action == "stop":
         if not cluster.stop():
             print(f"slurm_cluster: nothing running in {cluster.dir}")
@@ -434,8 +537,11 @@ def main(argv=None) -> int:
         if not cluster.is_up():
             print(f"slurm_cluster: not running ({cluster.dir})")
             return 1
-        print(f"SLURM_CONF={cluster.conf}\n" + cluster.command(["sinfo"]).stdout
-              + cluster.command(["squeue"]).stdout)
+        print(
+            f"SLURM_CONF={cluster.conf}\n"
+            + cluster.command(["sinfo"]).stdout
+            + cluster.command(["squeue"]).stdout
+        )
     return 0
 
 

@@ -20,6 +20,7 @@ Command line::
                                         [--cycle-time MS] -- --epochs 1 --max-steps 20
     python -m hvdcourse.course.timeline show tl.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,19 @@ from hvdcourse.runtime.errors import CourseError, RunFailed, run_cli
 
 # Bytes per element of the data types written with a tensor's last E event ("float32"; older
 # versions wrote "HOROVOD_FLOAT32").
-DTYPE_BYTES = {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8, "float16": 2,
-               "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1}
+DTYPE_BYTES = {
+    "uint8": 1,
+    "int8": 1,
+    "uint16": 2,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "bool": 1,
+}
 
 
 class TimelineError(CourseError, RuntimeError):
@@ -67,6 +79,7 @@ class Span:
 
 # ----------------------------------------------------------------------------------------- reading
 
+
 def read_trace(path: str) -> list:
     """The event records of a timeline file, in file order, tolerating a truncated end.
 
@@ -77,12 +90,16 @@ def read_trace(path: str) -> list:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError as err:
-        raise TimelineError(f"cannot read timeline {path!r} ({err.strerror}). Only rank 0 writes it: "
-                            "check HOROVOD_TIMELINE on rank 0 and that the run got that far.") from None
+        raise TimelineError(
+            f"cannot read timeline {path!r} ({err.strerror}). Only rank 0 writes it: "
+            "check HOROVOD_TIMELINE on rank 0 and that the run got that far."
+        ) from None
     start = text.find("[")
     if start < 0:
-        raise TimelineError(f"{path!r} is empty or not a Horovod timeline (no '['). The run may have "
-                            "ended before Horovod wrote anything: record more steps.")
+        raise TimelineError(
+            f"{path!r} is empty or not a Horovod timeline (no '['). The run may have "
+            "ended before Horovod wrote anything: record more steps."
+        )
     decoder, events, i, n = json.JSONDecoder(), [], start + 1, len(text)
     while i < n:
         while i < n and text[i] in " \t\r\n,":
@@ -102,7 +119,11 @@ def tensor_names(events: list) -> dict:
     """pid -> tensor name, from the ``process_name`` metadata records."""
     names = {}
     for ev in events:
-        if ev.get("ph") == "M" and ev.get("name") == "process_name" and "name" in ev.get("args", {}):
+        if (
+            ev.get("ph") == "M"
+            and ev.get("name") == "process_name"
+            and "name" in ev.get("args", {})
+        ):
             names[ev.get("pid")] = ev["args"]["name"]
     return names
 
@@ -130,12 +151,23 @@ def spans_from_events(events: list, keep_unclosed: bool = False) -> list:
         elif stack:  # an E without an open B (file started mid-way) is ignored
             phase, begin, depth, args = stack.pop()
             args.update(ev.get("args", {}))
-            spans.append(Span(names.get(pid, f"pid {pid}"), phase, begin, ts - begin, depth, True, args))
+            spans.append(
+                Span(names.get(pid, f"pid {pid}"), phase, begin, ts - begin, depth, True, args)
+            )
     if keep_unclosed:
         for pid, stack in stacks.items():
             for phase, begin, depth, args in stack:
-                spans.append(Span(names.get(pid, f"pid {pid}"), phase, begin, last_ts - begin, depth,
-                                  False, args))
+                spans.append(
+                    Span(
+                        names.get(pid, f"pid {pid}"),
+                        phase,
+                        begin,
+                        last_ts - begin,
+                        depth,
+                        False,
+                        args,
+                    )
+                )
     spans.sort(key=lambda s: (s.start_us, s.depth))
     return spans
 
@@ -154,42 +186,71 @@ def rank_ready(events: list):
     import pandas as pd
 
     names = tensor_names(events)
-    rows = [{"tensor": names.get(ev.get("pid"), f"pid {ev.get('pid')}"), "rank": int(ev["name"]),
-             "ts_us": float(ev["ts"])}
-            for ev in events if ev.get("ph") == "X" and str(ev.get("name", "")).isdigit() and "ts" in ev]
+    rows = [
+        {
+            "tensor": names.get(ev.get("pid"), f"pid {ev.get('pid')}"),
+            "rank": int(ev["name"]),
+            "ts_us": float(ev["ts"]),
+        }
+        for ev in events
+        if ev.get("ph") == "X" and str(ev.get("name", "")).isdigit() and "ts" in ev
+    ]
     return pd.DataFrame(rows, columns=["tensor", "rank", "ts_us"])
 
 
 def cycle_marks(events: list) -> list:
     """Timestamps (us) of the ``CYCLE_START`` markers (written with mark_cycles / HOROVOD_TIMELINE_MARK_CYCLES)."""
-    return [float(ev["ts"]) for ev in events if ev.get("ph") == "i" and ev.get("name") == "CYCLE_START"]
+    return [
+        float(ev["ts"]) for ev in events if ev.get("ph") == "i" and ev.get("name") == "CYCLE_START"
+    ]
 
 
 # What each name in a timeline means (Horovod's docs/timeline.rst and the activity names of
 # horovod/common/common.h, 0.28.1), and on which hardware Horovod writes it.
 PHASES = {
-    "NEGOTIATE_ALLREDUCE": ("all", "from the first rank announcing the tensor until every rank has it ready: "
-                            "waiting for the slowest rank (ticks named after the ranks show who reported when)"),
+    "NEGOTIATE_ALLREDUCE": (
+        "all",
+        "from the first rank announcing the tensor until every rank has it ready: "
+        "waiting for the slowest rank (ticks named after the ranks show who reported when)",
+    ),
     "NEGOTIATE_BROADCAST": ("all", "the same for a broadcast"),
     "NEGOTIATE_ALLGATHER": ("all", "the same for an allgather"),
-    "ALLREDUCE": ("all", "the operation itself, from start to result; the activities below nest inside it"),
+    "ALLREDUCE": (
+        "all",
+        "the operation itself, from start to result; the activities below nest inside it",
+    ),
     "BROADCAST": ("all", "a broadcast, from start to result"),
     "ALLGATHER": ("all", "an allgather, from start to result"),
-    "WAIT_FOR_DATA": ("GPU", "waiting for the GPU to finish computing this tensor (its ready event); "
-                      "only for tensors on a GPU"),
-    "WAIT_FOR_OTHER_TENSOR_DATA": ("GPU", "this tensor is ready, the others of the same fusion buffer are not yet"),
+    "WAIT_FOR_DATA": (
+        "GPU",
+        "waiting for the GPU to finish computing this tensor (its ready event); "
+        "only for tensors on a GPU",
+    ),
+    "WAIT_FOR_OTHER_TENSOR_DATA": (
+        "GPU",
+        "this tensor is ready, the others of the same fusion buffer are not yet",
+    ),
     "QUEUE": ("GPU (NCCL)", "waiting for the previous NCCL operation to finish"),
-    "INIT_FUSION_BUFFER": ("all", "allocating the fusion buffer, the first time tensors are fused "
-                                  "(recorded on each tensor of that operation)"),
-    "MEMCPY_IN_FUSION_BUFFER": ("all", "copying the fused tensors into the one buffer that is reduced"),
+    "INIT_FUSION_BUFFER": (
+        "all",
+        "allocating the fusion buffer, the first time tensors are fused "
+        "(recorded on each tensor of that operation)",
+    ),
+    "MEMCPY_IN_FUSION_BUFFER": (
+        "all",
+        "copying the fused tensors into the one buffer that is reduced",
+    ),
     "MEMCPY_OUT_FUSION_BUFFER": ("all", "copying the results out of the fusion buffer"),
     "GLOO_ALLREDUCE": ("CPU", "the transfer and reduction by Gloo"),
     "MPI_ALLREDUCE": ("CPU", "the transfer and reduction by MPI"),
     "NCCL_ALLREDUCE": ("GPU (NCCL)", "the transfer and reduction by NCCL (RCCL on AMD GPUs)"),
     "GLOO_BCAST": ("CPU", "the broadcast by Gloo"),
     "MPI_BCAST": ("CPU", "the broadcast by MPI"),
-    "CYCLE_START": ("all", "an instant marker at the start of each cycle of Horovod's background thread; "
-                    "only with HOROVOD_TIMELINE_MARK_CYCLES=1 (or hvd.start_timeline(..., mark_cycles=True))"),
+    "CYCLE_START": (
+        "all",
+        "an instant marker at the start of each cycle of Horovod's background thread; "
+        "only with HOROVOD_TIMELINE_MARK_CYCLES=1 (or hvd.start_timeline(..., mark_cycles=True))",
+    ),
 }
 
 
@@ -212,12 +273,21 @@ def phase_catalogue(*event_lists):
         for name, count in phase_names(events).items():
             seen[name] += count
     names = list(PHASES) + sorted(n for n in seen if n not in PHASES)
-    return pd.DataFrame([{"phase": n, "written on": PHASES.get(n, ("?", ""))[0],
-                          "meaning": PHASES.get(n, ("", "not in Horovod's documentation"))[1],
-                          "in these recordings": seen.get(n, 0)} for n in names]).set_index("phase")
+    return pd.DataFrame(
+        [
+            {
+                "phase": n,
+                "written on": PHASES.get(n, ("?", ""))[0],
+                "meaning": PHASES.get(n, ("", "not in Horovod's documentation"))[1],
+                "in these recordings": seen.get(n, 0),
+            }
+            for n in names
+        ]
+    ).set_index("phase")
 
 
 # --------------------------------------------------------------------------------------- analysis
+
 
 def _union_length(intervals) -> float:
     """Total length covered by the (start, end) intervals (overlaps counted once)."""
@@ -253,9 +323,13 @@ def phase_table(spans: list):
     rows = {}
     for phase, group in by_phase.items():
         total = sum(s.dur_us for s in group) / 1000
-        rows[phase] = {"depth": min(s.depth for s in group), "count": len(group), "total_ms": total,
-                       "mean_ms": total / len(group),
-                       "wall_ms": _union_length((s.start_us, s.end_us) for s in group) / 1000}
+        rows[phase] = {
+            "depth": min(s.depth for s in group),
+            "count": len(group),
+            "total_ms": total,
+            "mean_ms": total / len(group),
+            "wall_ms": _union_length((s.start_us, s.end_us) for s in group) / 1000,
+        }
     table = pd.DataFrame.from_dict(rows, orient="index")
     top = table.loc[table["depth"] == 0, "total_ms"].sum()
     table["share"] = table["total_ms"] / top if top > 0 else float("nan")
@@ -265,7 +339,10 @@ def phase_table(spans: list):
 
 def tensor_bytes(span: Span) -> int | None:
     """Size in bytes of a span's tensor from its ``dtype``/``shape`` arguments, None if unknown."""
-    dtype, shape = str(span.args.get("dtype", "")).lower().replace("horovod_", ""), span.args.get("shape")
+    dtype, shape = (
+        str(span.args.get("dtype", "")).lower().replace("horovod_", ""),
+        span.args.get("shape"),
+    )
     if dtype not in DTYPE_BYTES or shape is None:
         return None
     dims = [int(d) for d in str(shape).strip("[]() ").replace(" ", "").split(",") if d]
@@ -285,7 +362,9 @@ def fused_ops(spans: list, phase: str = "ALLREDUCE"):
     import pandas as pd
 
     ops = []
-    for s in sorted((s for s in spans if s.phase == phase and s.depth == 0), key=lambda s: s.start_us):
+    for s in sorted(
+        (s for s in spans if s.phase == phase and s.depth == 0), key=lambda s: s.start_us
+    ):
         if ops and s.start_us < ops[-1]["end"]:
             op = ops[-1]
             op["end"] = max(op["end"], s.end_us)
@@ -295,9 +374,18 @@ def fused_ops(spans: list, phase: str = "ALLREDUCE"):
         op["tensors"] += 1
         size = tensor_bytes(s)
         op["bytes"] = None if (size is None or op["bytes"] is None) else op["bytes"] + size
-    return pd.DataFrame([{"start_ms": o["start"] / 1000, "dur_ms": (o["end"] - o["start"]) / 1000,
-                          "tensors": o["tensors"], "bytes": o["bytes"]} for o in ops],
-                        columns=["start_ms", "dur_ms", "tensors", "bytes"])
+    return pd.DataFrame(
+        [
+            {
+                "start_ms": o["start"] / 1000,
+                "dur_ms": (o["end"] - o["start"]) / 1000,
+                "tensors": o["tensors"],
+                "bytes": o["bytes"],
+            }
+            for o in ops
+        ],
+        columns=["start_ms", "dur_ms", "tensors", "bytes"],
+    )
 
 
 def summary(spans: list, events: list | None = None) -> dict:
@@ -308,12 +396,17 @@ def summary(spans: list, events: list | None = None) -> dict:
     def total(phase):
         return float(table.loc[phase, "total_ms"]) if phase in table.index else 0.0
 
-    result = {"tensors": len({s.tensor for s in spans}),
-              "allreduce_spans": int((table.loc["ALLREDUCE", "count"]) if "ALLREDUCE" in table.index else 0),
-              "allreduce_ops": len(ops),
-              "tensors_per_op": float(ops["tensors"].mean()) if len(ops) else 0.0,
-              "negotiate_ms": total("NEGOTIATE_ALLREDUCE"), "allreduce_ms": total("ALLREDUCE"),
-              "allreduce_wall_ms": float(ops["dur_ms"].sum()) if len(ops) else 0.0}
+    result = {
+        "tensors": len({s.tensor for s in spans}),
+        "allreduce_spans": int(
+            (table.loc["ALLREDUCE", "count"]) if "ALLREDUCE" in table.index else 0
+        ),
+        "allreduce_ops": len(ops),
+        "tensors_per_op": float(ops["tensors"].mean()) if len(ops) else 0.0,
+        "negotiate_ms": total("NEGOTIATE_ALLREDUCE"),
+        "allreduce_ms": total("ALLREDUCE"),
+        "allreduce_wall_ms": float(ops["dur_ms"].sum()) if len(ops) else 0.0,
+    }
     if events is not None:
         result["cycles"] = len(cycle_marks(events))
     return result
@@ -322,16 +415,26 @@ def summary(spans: list, events: list | None = None) -> dict:
 # ------------------------------------------------------------------------------------------ drawing
 
 # One colour per phase, the same in every chart; phases not listed get the next free colour.
-PHASE_COLOURS = {"NEGOTIATE_ALLREDUCE": "#4C72B0", "NEGOTIATE_BROADCAST": "#64B5CD", "ALLREDUCE": "#DD8452",
-                 "BROADCAST": "#937860", "INIT_FUSION_BUFFER": "#8C8C8C", "MEMCPY_IN_FUSION_BUFFER": "#55A868",
-                 "GLOO_ALLREDUCE": "#C44E52", "MPI_ALLREDUCE": "#C44E52", "NCCL_ALLREDUCE": "#C44E52",
-                 "GLOO_BCAST": "#DA8BC3", "MPI_BCAST": "#DA8BC3", "MEMCPY_OUT_FUSION_BUFFER": "#8172B3"}
+PHASE_COLOURS = {
+    "NEGOTIATE_ALLREDUCE": "#4C72B0",
+    "NEGOTIATE_BROADCAST": "#64B5CD",
+    "ALLREDUCE": "#DD8452",
+    "BROADCAST": "#937860",
+    "INIT_FUSION_BUFFER": "#8C8C8C",
+    "MEMCPY_IN_FUSION_BUFFER": "#55A868",
+    "GLOO_ALLREDUCE": "#C44E52",
+    "MPI_ALLREDUCE": "#C44E52",
+    "NCCL_ALLREDUCE": "#C44E52",
+    "GLOO_BCAST": "#DA8BC3",
+    "MPI_BCAST": "#DA8BC3",
+    "MEMCPY_OUT_FUSION_BUFFER": "#8172B3",
+}
 _PALETTE = ["#CCB974", "#2F4B7C", "#A05195", "#F95D6A", "#665191", "#FFA600"]
 
 
 def short_name(tensor: str, width: int = 38) -> str:
     """A tensor name shortened for an axis label (its tail, which tells the layers apart)."""
-    return tensor if len(tensor) <= width else "..." + tensor[-(width - 3):]
+    return tensor if len(tensor) <= width else "..." + tensor[-(width - 3) :]
 
 
 def gantt(spans: list, ax=None, max_tensors: int = 30, window_ms: tuple | None = None):
@@ -353,13 +456,17 @@ def gantt(spans: list, ax=None, max_tensors: int = 30, window_ms: tuple | None =
     for s in spans:
         if s.tensor not in rows and len(rows) < max_tensors:
             rows[s.tensor] = len(rows)
-    phases = list(dict.fromkeys(s.phase for s in sorted(spans, key=lambda s: (s.depth, s.start_us))))
+    phases = list(
+        dict.fromkeys(s.phase for s in sorted(spans, key=lambda s: (s.depth, s.start_us)))
+    )
     others = [p for p in phases if p not in PHASE_COLOURS]
     colours = {**PHASE_COLOURS, **{p: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(others)}}
     bars = defaultdict(list)
     for s in spans:
         if s.tensor in rows:
-            bars[(s.tensor, s.phase, s.depth)].append((s.start_us / 1000, max(s.dur_us / 1000, 1e-3)))
+            bars[(s.tensor, s.phase, s.depth)].append(
+                (s.start_us / 1000, max(s.dur_us / 1000, 1e-3))
+            )
     for (tensor, phase, depth), ranges in bars.items():
         height = 0.8 if depth == 0 else 0.4
         ax.broken_barh(ranges, (rows[tensor] - height / 2, height), facecolors=colours[phase])
@@ -369,14 +476,21 @@ def gantt(spans: list, ax=None, max_tensors: int = 30, window_ms: tuple | None =
     ax.set_xlabel("time since the timeline started (ms)")
     if window_ms is not None:
         ax.set_xlim(*window_ms)
-    ax.legend(handles=[Patch(color=colours[p], label=p) for p in phases], fontsize=7, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))
+    ax.legend(
+        handles=[Patch(color=colours[p], label=p) for p in phases],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
     return ax
 
 
 # ---------------------------------------------------------------------------------------- recording
 
-def dynamic_timeline_callback(path: str, start_step: int, stop_step: int, mark_cycles: bool = False):
+
+def dynamic_timeline_callback(
+    path: str, start_step: int, stop_step: int, mark_cycles: bool = False
+):
     """A Keras callback that records training steps ``start_step`` to ``stop_step`` (counted from 0).
 
     Needs ``HOROVOD_TIMELINE=DYNAMIC`` in the environment before ``hvd.init()``; all ranks call
@@ -386,8 +500,10 @@ def dynamic_timeline_callback(path: str, start_step: int, stop_step: int, mark_c
     import tensorflow as tf
 
     if os.environ.get("HOROVOD_TIMELINE") != "DYNAMIC":
-        raise TimelineError("hvd.start_timeline() needs HOROVOD_TIMELINE=DYNAMIC set before hvd.init(); "
-                            "export it in the job (or use hvdcourse.course.timeline.record(..., dynamic=...)).")
+        raise TimelineError(
+            "hvd.start_timeline() needs HOROVOD_TIMELINE=DYNAMIC set before hvd.init(); "
+            "export it in the job (or use hvdcourse.course.timeline.record(..., dynamic=...))."
+        )
     if not 0 <= start_step < stop_step:
         raise ValueError(f"need 0 <= start_step < stop_step, got {start_step}, {stop_step}")
 
@@ -429,8 +545,9 @@ class Recording:
         return self.run.ok and os.path.isfile(self.path)
 
 
-def knob_env(fusion_threshold: int | None = None, cycle_time: float | None = None,
-             mark_cycles: bool = False) -> dict:
+def knob_env(
+    fusion_threshold: int | None = None, cycle_time: float | None = None, mark_cycles: bool = False
+) -> dict:
     """Environment variables for Horovod's fusion threshold (bytes) and cycle time (ms)."""
     env = {}
     if fusion_threshold is not None:
@@ -442,9 +559,18 @@ def knob_env(fusion_threshold: int | None = None, cycle_time: float | None = Non
     return env
 
 
-def record(path: str, train_args=(), np: int = 2, dynamic: tuple | None = None,
-           fusion_threshold: int | None = None, cycle_time: float | None = None, mark_cycles: bool = False,
-           launcher: str = "gloo", timeout: float = 240, cwd: str | None = None) -> Recording:
+def record(
+    path: str,
+    train_args=(),
+    np: int = 2,
+    dynamic: tuple | None = None,
+    fusion_threshold: int | None = None,
+    cycle_time: float | None = None,
+    mark_cycles: bool = False,
+    launcher: str = "gloo",
+    timeout: float = 240,
+    cwd: str | None = None,
+) -> Recording:
     """Run ``hvdcourse.examples.train_hvd`` on ``np`` ranks and record a timeline into ``path``.
 
     ``dynamic=None`` records the whole run (``HOROVOD_TIMELINE=<path>``); ``dynamic=(start, stop)``
@@ -490,25 +616,38 @@ def rank_main(argv) -> int:
 
     callbacks = []
     if args.dynamic:
-        callbacks.append(dynamic_timeline_callback(args.out, *args.dynamic, mark_cycles=args.mark_cycles))
+        callbacks.append(
+            dynamic_timeline_callback(args.out, *args.dynamic, mark_cycles=args.mark_cycles)
+        )
     return train_hvd.main(train_args, callbacks=callbacks)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hvdcourse.course.timeline",
-                                     description="Record or summarise a Horovod timeline.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hvdcourse.course.timeline",
+        description="Record or summarise a Horovod timeline.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     rec = sub.add_parser("record", help="run the Horovod trainer on N ranks and record a timeline")
     rec.add_argument("--out", required=True, help="timeline file to write")
     rec.add_argument("-np", type=int, default=2)
     rec.add_argument("--launcher", default="gloo", choices=("gloo", "mpi", "mpirun"))
-    rec.add_argument("--dynamic", nargs=2, type=int, metavar=("START", "STOP"),
-                     help="record only training steps START..STOP (HOROVOD_TIMELINE=DYNAMIC)")
+    rec.add_argument(
+        "--dynamic",
+        nargs=2,
+        type=int,
+        metavar=("START", "STOP"),
+        help="record only training steps START..STOP (HOROVOD_TIMELINE=DYNAMIC)",
+    )
     rec.add_argument("--fusion-threshold", type=int, help="HOROVOD_FUSION_THRESHOLD in bytes")
     rec.add_argument("--cycle-time", type=float, help="HOROVOD_CYCLE_TIME in ms")
     rec.add_argument("--mark-cycles", action="store_true", help="add CYCLE_START markers")
     rec.add_argument("--timeout", type=float, default=300)
-    rec.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then options of hvdcourse.examples.train_hvd")
+    rec.add_argument(
+        "train_args",
+        nargs=argparse.REMAINDER,
+        help="-- then options of hvdcourse.examples.train_hvd",
+    )
     show = sub.add_parser("show", help="print the time per phase of a timeline file")
     show.add_argument("file")
     sub.add_parser("rank", add_help=False)
@@ -524,13 +663,23 @@ def main(argv=None) -> int:
         print(summary(spans, events))
         return 0
     train_args = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
-    result = record(args.out, train_args, np=args.np, dynamic=args.dynamic,
-                    fusion_threshold=args.fusion_threshold, cycle_time=args.cycle_time,
-                    mark_cycles=args.mark_cycles, launcher=args.launcher, timeout=args.timeout)
+    result = record(
+        args.out,
+        train_args,
+        np=args.np,
+        dynamic=args.dynamic,
+        fusion_threshold=args.fusion_threshold,
+        cycle_time=args.cycle_time,
+        mark_cycles=args.mark_cycles,
+        launcher=args.launcher,
+        timeout=args.timeout,
+    )
     print(result.run.output[-3000:])
     if not result.ok:
-        raise RunFailed(f"the run failed (exit {result.run.returncode}) or wrote no timeline at {result.path}; "
-                        "its output is above")
+        raise RunFailed(
+            f"the run failed (exit {result.run.returncode}) or wrote no timeline at {result.path}; "
+            "its output is above"
+        )
     print(f"timeline written to {result.path}; open it in ui.perfetto.dev or chrome://tracing")
     return 0
 

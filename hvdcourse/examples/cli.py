@@ -1,4 +1,5 @@
 """Command-line options shared by the course's training scripts (lesson: Converting a Keras MNIST script to Horovod)."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,9 @@ class OneWriteParser(argparse.ArgumentParser):
         self.exit(2, f"{self.format_usage()}{self.prog}: error: {message}\n")
 
 
-def training_parser(description: str, checkpoints: bool = True, warmup: bool = True) -> argparse.ArgumentParser:
+def training_parser(
+    description: str, checkpoints: bool = True, warmup: bool = True
+) -> argparse.ArgumentParser:
     """The options every trainer shares, with the same names so the scripts read alike.
 
     ``checkpoints=False`` leaves out ``--checkpoint-dir`` and ``--no-resume`` (``train_elastic`` keeps
@@ -42,27 +45,65 @@ def training_parser(description: str, checkpoints: bool = True, warmup: bool = T
     """
     p = OneWriteParser(description=description)
     p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
-    p.add_argument("--batch-size", type=positive_int, default=64,
-                   help="batch size of ONE worker (default 64); the effective batch is this x workers")
-    p.add_argument("--lr", type=positive_float, default=1e-3,
-                   help="learning rate for one worker (default 1e-3); Horovod scales it by the workers")
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=64,
+        help="batch size of ONE worker (default 64); the effective batch is this x workers",
+    )
+    p.add_argument(
+        "--lr",
+        type=positive_float,
+        default=1e-3,
+        help="learning rate for one worker (default 1e-3); Horovod scales it by the workers",
+    )
     if warmup:
-        p.add_argument("--warmup-epochs", type=non_negative_float, default=1.0,
-                       help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)")
-    p.add_argument("--data", default=None, metavar="NPZ",
-                   help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset made by 'make env')")
-    p.add_argument("--download", action="store_true", help="try downloading MNIST if it is not cached")
+        p.add_argument(
+            "--warmup-epochs",
+            type=non_negative_float,
+            default=1.0,
+            help="epochs of linear LR warm-up to the scaled rate (Horovod only; 0 = none)",
+        )
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="NPZ",
+        help="MNIST .npz file (default: Keras' cache, else the offline MNIST subset made by 'make env')",
+    )
+    p.add_argument(
+        "--download", action="store_true", help="try downloading MNIST if it is not cached"
+    )
     if checkpoints:
-        p.add_argument("--checkpoint-dir", default="checkpoints", help="where checkpoints go (default ./checkpoints)")
-        p.add_argument("--no-resume", dest="resume", action="store_false",
-                       help="start from scratch even if a checkpoint exists")
-    p.add_argument("--max-steps", type=positive_int, default=None,
-                   help="cap the steps per epoch (quick runs and tests)")
+        p.add_argument(
+            "--checkpoint-dir",
+            default="checkpoints",
+            help="where checkpoints go (default ./checkpoints)",
+        )
+        p.add_argument(
+            "--no-resume",
+            dest="resume",
+            action="store_false",
+            help="start from scratch even if a checkpoint exists",
+        )
+    p.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        help="cap the steps per epoch (quick runs and tests)",
+    )
     p.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
-    p.add_argument("--threads", type=int, default=0,
-                   help="TensorFlow threads per process (default 0: cores / processes on this node)")
-    p.add_argument("--metrics-json", default=None, metavar="FILE",
-                   help="write the final metrics as JSON (Horovod: rank 0 only)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="TensorFlow threads per process (default 0: cores / processes on this node)",
+    )
+    p.add_argument(
+        "--metrics-json",
+        default=None,
+        metavar="FILE",
+        help="write the final metrics as JSON (Horovod: rank 0 only)",
+    )
     return p
 
 
@@ -86,7 +127,8 @@ def run_main(main, argv=None, **kwargs) -> int:
     except Exception as err:  # a crash: name the rank in one line, then show the traceback
         print(crash_line(err), file=sys.stderr, flush=True)
         if _horovod_shut_down(err):
-            return 1  # this rank only saw the shutdown: the cause (and its message) is another rank's
+            # this rank only saw the shutdown: the cause (and its message) is another rank's
+            return 1
         raise
 
 

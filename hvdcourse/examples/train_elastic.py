@@ -18,6 +18,7 @@ What changes from ``train_hvd.py``:
 * what depends on the number of workers (data shards, steps per epoch, learning rate) is computed
   inside that function or in a reset callback, never once at start.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,11 +30,19 @@ def parser():
     and warm-up ones (the state lives in memory, committed by every worker), plus ``--batches-per-commit``."""
     from hvdcourse.examples.cli import positive_int, training_parser
 
-    p = training_parser("Train the course's MNIST CNN with Horovod Elastic (workers may leave or join while "
-                        "it runs).", checkpoints=False, warmup=False)
+    p = training_parser(
+        "Train the course's MNIST CNN with Horovod Elastic (workers may leave or join while "
+        "it runs).",
+        checkpoints=False,
+        warmup=False,
+    )
     p.set_defaults(batch_size=32, threads=1)
-    p.add_argument("--batches-per-commit", type=positive_int, default=1,
-                   help="commit the state every N steps (default 1): a failure loses at most N steps")
+    p.add_argument(
+        "--batches-per-commit",
+        type=positive_int,
+        default=1,
+        help="commit the state every N steps (default 1): a failure loses at most N steps",
+    )
     return p
 
 
@@ -55,59 +64,108 @@ def main(argv=None, callbacks=()) -> int:
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
 
     model = course_model.build_model()
-    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=args.lr * hvd.size()))
+    optimizer = hvd.DistributedOptimizer(
+        tf.keras.optimizers.Adam(learning_rate=args.lr * hvd.size())
+    )
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
-    optimizer.build(model.trainable_variables)  # Horovod: create Adam's slots now: the state must be complete
-    state = hvd.elastic.KerasState(model, optimizer, epoch=0, batch=0)  # Horovod: what survives a failure
+    # Horovod: create Adam's slots now: the state must be complete
+    optimizer.build(model.trainable_variables)
+    # Horovod: what survives a failure
+    state = hvd.elastic.KerasState(model, optimizer, epoch=0, batch=0)
 
     def on_reset():  # Horovod: after a worker left or joined, rescale the learning rate
         optimizer.learning_rate.assign(args.lr * hvd.size())
 
     state.register_reset_callbacks([on_reset])
-    progress = [hvd.elastic.UpdateEpochStateCallback(state), _BatchProgress(state),
-                hvd.elastic.CommitStateCallback(state, batches_per_commit=args.batches_per_commit), *callbacks]
+    progress = [
+        hvd.elastic.UpdateEpochStateCallback(state),
+        _BatchProgress(state),
+        hvd.elastic.CommitStateCallback(state, batches_per_commit=args.batches_per_commit),
+        *callbacks,
+    ]
 
-    @hvd.elastic.run  # Horovod: on a failure, roll back to the last commit, re-form the ring, call again
+    # Horovod: on a failure, roll back to the last commit, re-form the ring, call again
+    @hvd.elastic.run
     def train(state):
         rank, size = hvd.rank(), hvd.size()
         steps = training.steps_per_epoch(len(x_train), args.batch_size, size, args.max_steps)
         if rank == 0:
-            print(f"[train_elastic] workers={size} start epoch={state.epoch} batch={state.batch} "
-                  f"optimizer_iterations={int(optimizer.iterations.numpy())} "
-                  f"lr={float(optimizer.learning_rate.numpy()):g} steps/epoch={steps}", flush=True)
-        ds = training.train_dataset(data.shard(x_train, rank, size), data.shard(y_train, rank, size),
-                                    args.batch_size, args.seed + 1000 * state.epoch + rank)
+            print(
+                f"[train_elastic] workers={size} start epoch={state.epoch} batch={state.batch} "
+                f"optimizer_iterations={int(optimizer.iterations.numpy())} "
+                f"lr={float(optimizer.learning_rate.numpy()):g} steps/epoch={steps}",
+                flush=True,
+            )
+        ds = training.train_dataset(
+            data.shard(x_train, rank, size),
+            data.shard(y_train, rank, size),
+            args.batch_size,
+            args.seed + 1000 * state.epoch + rank,
+        )
         verbose = 2 if rank == 0 else 0
         if state.batch:  # resume inside an epoch: finish its remaining steps first
-            state.model.fit(ds, steps_per_epoch=max(1, steps - state.batch), epochs=1,
-                            callbacks=progress, verbose=verbose)
+            state.model.fit(
+                ds,
+                steps_per_epoch=max(1, steps - state.batch),
+                epochs=1,
+                callbacks=progress,
+                verbose=verbose,
+            )
         if args.epochs > state.epoch:
-            state.model.fit(ds, steps_per_epoch=steps, epochs=args.epochs - state.epoch,
-                            callbacks=progress, verbose=verbose)
+            state.model.fit(
+                ds,
+                steps_per_epoch=steps,
+                epochs=args.epochs - state.epoch,
+                callbacks=progress,
+                verbose=verbose,
+            )
 
     train(state)
 
     metrics = training.evaluate(model, x_test, y_test)  # the whole test set on each worker (small)
-    metrics = training.metrics_record(metrics, hvd.size(), model, epochs=state.epoch,  # Horovod: size() now
-                                      optimizer_iterations=int(optimizer.iterations.numpy()))
-    print(f"[train_elastic] done rank={hvd.rank()} workers={hvd.size()} epochs={state.epoch} "
-          f"optimizer_iterations={metrics['optimizer_iterations']} test_accuracy={metrics['accuracy']:.4f} "
-          f"weights_sha256={metrics['weights_sha256']}", flush=True)
+    # Horovod: size() now
+    metrics = training.metrics_record(
+        metrics,
+        hvd.size(),
+        model,
+        epochs=state.epoch,
+        optimizer_iterations=int(optimizer.iterations.numpy()),
+    )
+    print(
+        f"[train_elastic] done rank={hvd.rank()} workers={hvd.size()} epochs={state.epoch} "
+        f"optimizer_iterations={metrics['optimizer_iterations']} test_accuracy={metrics['accuracy']:.4f} "
+        f"weights_sha256={metrics['weights_sha256']}",
+        flush=True,
+    )
     if hvd.rank() == 0:  # Horovod: one metrics file
         training.write_metrics(args.metrics_json, metrics)
     return 0
 
 
-START = re.compile(r"\[train_elastic\] workers=(?P<workers>\d+) start epoch=(?P<epoch>\d+) batch=(?P<batch>\d+) "
-                   r"optimizer_iterations=(?P<iterations>\d+) lr=\S+ steps/epoch=(?P<steps>\d+)")
-DONE = re.compile(r"\[train_elastic\] done rank=(?P<rank>\d+) workers=(?P<workers>\d+) epochs=(?P<epochs>\d+) "
-                  r"optimizer_iterations=(?P<iterations>\d+) test_accuracy=(?P<accuracy>\S+) "
-                  r"weights_sha256=(?P<digest>\w+)")
+START = re.compile(
+    r"\[train_elastic\] workers=(?P<workers>\d+) start epoch=(?P<epoch>\d+) batch=(?P<batch>\d+) "
+    r"optimizer_iterations=(?P<iterations>\d+) lr=\S+ steps/epoch=(?P<steps>\d+)"
+)
+DONE = re.compile(
+    r"\[train_elastic\] done rank=(?P<rank>\d+) workers=(?P<workers>\d+) epochs=(?P<epochs>\d+) "
+    r"optimizer_iterations=(?P<iterations>\d+) test_accuracy=(?P<accuracy>\S+) "
+    r"weights_sha256=(?P<digest>\w+)"
+)
 
 
-def run_on_this_machine(trainer_args: list, hosts_file: str, hosts: list, np: int = 2, min_np: int = 1,
-                        then_hosts: list | None = None, when: str = "Epoch 2/", fault: dict | None = None,
-                        timeout: float = 300, cwd: str | None = None, echo: bool = False):
+def run_on_this_machine(
+    trainer_args: list,
+    hosts_file: str,
+    hosts: list,
+    np: int = 2,
+    min_np: int = 1,
+    then_hosts: list | None = None,
+    when: str = "Epoch 2/",
+    fault: dict | None = None,
+    timeout: float = 300,
+    cwd: str | None = None,
+    echo: bool = False,
+):
     """Run this trainer under ``horovodrun``'s elastic mode on this machine; return ``(run, events)``.
 
     ``hosts`` (``[(host, slots)]``) go into ``hosts_file``, which the discovery command reads every
@@ -131,17 +189,42 @@ def run_on_this_machine(trainer_args: list, hosts_file: str, hosts: list, np: in
             events["changed"] = now
         if "fault" not in events and "[hvdcourse.faults]" in line:
             events["fault"] = now
-        if "resumed" not in events and START.search(line) and ("changed" in events or "fault" in events):
+        if (
+            "resumed" not in events
+            and START.search(line)
+            and ("changed" in events or "fault" in events)
+        ):
             events["resumed"] = now
 
     env, program = {}, [sys.executable, "-m", "hvdcourse.examples.train_elastic", *trainer_args]
     if fault:
-        env = {"HVDCOURSE_FAIL_RANK": str(fault.get("rank", 1)), "HVDCOURSE_FAIL_AT_STEP": str(fault["at_step"]),
-               "HVDCOURSE_FAIL_MODE": fault.get("mode", "kill")}
-        program = [sys.executable, "-m", "hvdcourse.course.faults", "hvdcourse.examples.train_elastic", *trainer_args]
-    run = run_ranks(program, np=np, launcher="elastic", min_np=min_np, timeout=timeout, env=env, cwd=cwd,
-                    discovery=discovery_command(hosts_file), on_line=on_line, echo=echo)
-    events["starts"] = [{k: int(v) for k, v in m.groupdict().items()} for m in START.finditer(run.output)]
+        env = {
+            "HVDCOURSE_FAIL_RANK": str(fault.get("rank", 1)),
+            "HVDCOURSE_FAIL_AT_STEP": str(fault["at_step"]),
+            "HVDCOURSE_FAIL_MODE": fault.get("mode", "kill"),
+        }
+        program = [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.faults",
+            "hvdcourse.examples.train_elastic",
+            *trainer_args,
+        ]
+    run = run_ranks(
+        program,
+        np=np,
+        launcher="elastic",
+        min_np=min_np,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+        discovery=discovery_command(hosts_file),
+        on_line=on_line,
+        echo=echo,
+    )
+    events["starts"] = [
+        {k: int(v) for k, v in m.groupdict().items()} for m in START.finditer(run.output)
+    ]
     events["done"] = [m.groupdict() for m in DONE.finditer(run.output)]
     return run, events
 

@@ -5,6 +5,7 @@ Run on 2 ranks with any of:
 ``horovodrun -np 2 -H localhost:2 --mpi python -m hvdcourse.examples.train_hvd``,
 ``mpirun -np 2 python -m hvdcourse.examples.train_hvd``, or ``srun --mpi=pmix python -m hvdcourse.examples.train_hvd``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,11 +15,15 @@ def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.course.timeline`)."""
     from hvdcourse.examples.cli import training_parser
 
-    args = training_parser("Train the course's MNIST CNN with Horovod on N workers.").parse_args(argv)
+    args = training_parser("Train the course's MNIST CNN with Horovod on N workers.").parse_args(
+        argv
+    )
 
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour of the API
-    from horovod.tensorflow import broadcast_object, broadcast_variables  # Horovod: objects, variables: rank 0 -> all
+
+    # Horovod: objects, variables: rank 0 -> all
+    from horovod.tensorflow import broadcast_object, broadcast_variables
 
     from hvdcourse.examples import data, model as course_model, training
 
@@ -27,59 +32,96 @@ def main(argv=None, callbacks=()) -> int:
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
-        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")  # Horovod: one GPU per process
-    threads = training.set_threads(args.threads, hvd.local_size())  # Horovod: share the node's cores
+        # Horovod: one GPU per process
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+    # Horovod: share the node's cores
+    threads = training.set_threads(args.threads, hvd.local_size())
     tf.keras.utils.set_random_seed(args.seed + hvd.rank())  # Horovod: different shuffles per rank
 
     dataset = data.load_mnist(args.data, download=args.download, quiet=hvd.rank() != 0)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
-    x_train = data.shard(x_train, hvd.rank(), hvd.size())  # Horovod: each rank trains on its own part
+    # Horovod: each rank trains on its own part
+    x_train = data.shard(x_train, hvd.rank(), hvd.size())
     y_train = data.shard(y_train, hvd.rank(), hvd.size())  # Horovod: (same slicing for the labels)
-    x_test = data.shard(x_test, hvd.rank(), hvd.size())  # Horovod: validation split too; metrics get
+    # Horovod: validation split too; metrics get
+    x_test = data.shard(x_test, hvd.rank(), hvd.size())
     y_test = data.shard(y_test, hvd.rank(), hvd.size())  # Horovod: averaged, not judged on 1/N
-    steps = training.steps_per_epoch(len(dataset.x_train), args.batch_size, hvd.size(), args.max_steps)
+    steps = training.steps_per_epoch(
+        len(dataset.x_train), args.batch_size, hvd.size(), args.max_steps
+    )
 
     model = course_model.build_model()
     lr = args.lr * hvd.size()  # Horovod: effective batch is N times larger, so is the learning rate
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod: average gradients with allreduce
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
-    optimizer.build(model.trainable_variables)  # Horovod: create Adam's state now, to restore and broadcast it
+    # Horovod: create Adam's state now, to restore and broadcast it
+    optimizer.build(model.trainable_variables)
 
     callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: rank 0's state to all after batch 1
-        hvd.callbacks.MetricAverageCallback(),  # Horovod: average metrics (incl. validation) over ranks
+        # Horovod: rank 0's state to all after batch 1
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        # Horovod: average metrics (incl. validation) over ranks
+        hvd.callbacks.MetricAverageCallback(),
         *callbacks,
     ]
     if args.warmup_epochs > 0:
-        callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp lr/N -> lr (Goyal 2017)
-            initial_lr=lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps,
-            verbose=1 if hvd.rank() == 0 else 0))
+        # Horovod: ramp lr/N -> lr (Goyal 2017)
+        callbacks.append(
+            hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=lr,
+                warmup_epochs=args.warmup_epochs,
+                steps_per_epoch=steps,
+                verbose=1 if hvd.rank() == 0 else 0,
+            )
+        )
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     if hvd.rank() == 0:  # Horovod: only rank 0 writes checkpoints, others would corrupt them
         training.ensure_writable_dir(args.checkpoint_dir)
         callbacks.append(checkpoint.callback())
     # Horovod: rank 0 restores; the epoch (or rank 0's error), then rank 0's weights and optimizer state, go to
     # every rank BEFORE the first step (the callback's broadcast after batch 1 is too late for a resumed run)
-    initial_epoch = training.restore_together(checkpoint, args.resume, hvd.rank(),  # Horovod: resume together
-                                              broadcast_object, broadcast_variables)  # Horovod: rank 0 -> all
+    initial_epoch = training.restore_together(  # Horovod: resume together, rank 0 -> all
+        checkpoint, args.resume, hvd.rank(), broadcast_object, broadcast_variables
+    )
     verbose = 2 if hvd.rank() == 0 else 0  # Horovod: log on rank 0 only
 
     if hvd.rank() == 0:  # Horovod: one header, not N
-        print(f"[train_hvd] data={dataset.source} ranks={hvd.size()} threads/rank={threads} "
-              f"batch/rank={args.batch_size} lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
-              flush=True)
-    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed + hvd.rank(),
-                                     start_step=initial_epoch * steps),  # the batches not yet seen
-              steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
-              validation_data=(x_test, y_test), callbacks=callbacks, verbose=verbose)
+        print(
+            f"[train_hvd] data={dataset.source} ranks={hvd.size()} threads/rank={threads} "
+            f"batch/rank={args.batch_size} lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
+            flush=True,
+        )
+    model.fit(
+        training.train_dataset(
+            x_train,
+            y_train,
+            args.batch_size,
+            args.seed + hvd.rank(),
+            start_step=initial_epoch * steps,
+        ),  # the batches not yet seen
+        steps_per_epoch=steps,
+        epochs=args.epochs,
+        initial_epoch=initial_epoch,
+        validation_data=(x_test, y_test),
+        callbacks=callbacks,
+        verbose=verbose,
+    )
 
-    metrics = training.evaluate(model, x_test, y_test,
-                                reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum))  # Horovod: whole test set
+    metrics = training.evaluate(
+        model,
+        x_test,
+        y_test,
+        # Horovod: whole test set
+        reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),
+    )
     metrics = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
-    print(f"[train_hvd] rank={hvd.rank()} test_loss={metrics['loss']:.4f} "
-          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}", flush=True)
+    print(
+        f"[train_hvd] rank={hvd.rank()} test_loss={metrics['loss']:.4f} "
+        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
+        flush=True,
+    )
     if hvd.rank() == 0:  # Horovod: one metrics file
         training.write_metrics(args.metrics_json, metrics)
     return 0

@@ -15,6 +15,7 @@ Under a launcher that gives each process a rank (``mpirun``, ``srun``), list the
 ``mpirun -np 2 python -m hvdcourse.examples.train_mwms --cluster localhost:12345,localhost:12346``; or set
 ``TF_CONFIG`` in each process and run one process per worker.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,8 @@ def free_ports(count: int, host: str = "localhost") -> list:
     try:
         for _ in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))  # port 0: the kernel chooses a free port; keep it open until all are chosen
+            # port 0: the kernel chooses a free port; keep it open until all are chosen
+            sock.bind((host, 0))
             sockets.append(sock)
             ports.append(sock.getsockname()[1])
     finally:
@@ -52,7 +54,9 @@ def local_cluster(workers: int, host: str = "localhost") -> list:
 def tf_config(cluster: list, index: int) -> dict:
     """The ``TF_CONFIG`` of worker ``index`` in ``cluster`` (a list of ``host:port``)."""
     if not 0 <= index < len(cluster):
-        raise ValueError(f"worker index {index} is outside 0..{len(cluster) - 1} for a cluster of {len(cluster)}")
+        raise ValueError(
+            f"worker index {index} is outside 0..{len(cluster) - 1} for a cluster of {len(cluster)}"
+        )
     return {"cluster": {"worker": list(cluster)}, "task": {"type": "worker", "index": index}}
 
 
@@ -77,8 +81,10 @@ def configure_worker(cluster_text: str | None, env=None) -> tuple:
         rank = launcher_rank(env)
         if rank is None:
             if len(cluster) > 1:
-                raise UsageError("--cluster needs a launcher rank (mpirun, srun) to know which worker this "
-                                 "is; use --workers N to start N local workers instead")
+                raise UsageError(
+                    "--cluster needs a launcher rank (mpirun, srun) to know which worker this "
+                    "is; use --workers N to start N local workers instead"
+                )
             rank = 0
         env["TF_CONFIG"] = json.dumps(tf_config(cluster, rank))
         return rank, cluster
@@ -107,8 +113,15 @@ def without_option(argv: list, option: str) -> list:
     return out
 
 
-def launch_local_workers(module: str, workers: int, argv: list, timeout: float = 600, env=None, cwd=None,
-                         echo: bool = False):
+def launch_local_workers(
+    module: str,
+    workers: int,
+    argv: list,
+    timeout: float = 600,
+    env=None,
+    cwd=None,
+    echo: bool = False,
+):
     """Start ``python -m module --cluster ... argv`` as ``workers`` local MWMS workers; return the RankRun.
 
     ``mpirun`` only starts the processes and gives each its rank: MWMS itself talks gRPC, not MPI.
@@ -116,7 +129,9 @@ def launch_local_workers(module: str, workers: int, argv: list, timeout: float =
     from hvdcourse.runtime.launch import run_ranks
 
     program = [sys.executable, "-m", module, "--cluster", ",".join(local_cluster(workers)), *argv]
-    return run_ranks(program, np=workers, launcher="mpirun", timeout=timeout, env=env, cwd=cwd, echo=echo)
+    return run_ranks(
+        program, np=workers, launcher="mpirun", timeout=timeout, env=env, cwd=cwd, echo=echo
+    )
 
 
 def warmup_schedule(lr: float, workers: int, warmup_steps: int):
@@ -156,35 +171,59 @@ def main(argv=None, callbacks=()) -> int:
     from hvdcourse.examples.cli import positive_int, training_parser
 
     parser = training_parser("Train the course's MNIST CNN with MultiWorkerMirroredStrategy.")
-    parser.add_argument("--workers", type=positive_int, default=1,
-                        help="start this many workers on this machine (free ports are picked); default 1")
-    parser.add_argument("--cluster", default=None, metavar="HOST:PORT,...",
-                        help="all workers' addresses; this worker's index is the launcher's rank (mpirun, srun)")
-    parser.add_argument("--timeout", type=positive_int, default=900,
-                        help="with --workers: stop all workers after this many seconds (default 900)")
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="start this many workers on this machine (free ports are picked); default 1",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        metavar="HOST:PORT,...",
+        help="all workers' addresses; this worker's index is the launcher's rank (mpirun, srun)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_int,
+        default=900,
+        help="with --workers: stop all workers after this many seconds (default 900)",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.workers > 1 and not args.cluster and not os.environ.get("TF_CONFIG"):
-        run = launch_local_workers("hvdcourse.examples.train_mwms", args.workers,
-                                   without_option(without_option(argv, "--workers"), "--timeout"),
-                                   timeout=args.timeout, echo=True)
+        run = launch_local_workers(
+            "hvdcourse.examples.train_mwms",
+            args.workers,
+            without_option(without_option(argv, "--workers"), "--timeout"),
+            timeout=args.timeout,
+            echo=True,
+        )
         if run.timed_out:
-            raise RunTimeout(f"the workers did not finish in {args.timeout} s and were stopped; "
-                             "raise --timeout or lower --epochs/--max-steps")
+            raise RunTimeout(
+                f"the workers did not finish in {args.timeout} s and were stopped; "
+                "raise --timeout or lower --epochs/--max-steps"
+            )
         return run.returncode
 
-    index, cluster = configure_worker(args.cluster)  # MWMS: TF_CONFIG must exist before the strategy
+    # MWMS: TF_CONFIG must exist before the strategy
+    index, cluster = configure_worker(args.cluster)
 
     import tensorflow as tf
 
     from hvdcourse.examples import data, model as course_model, training
 
     workers = len(cluster)
-    threads = training.set_threads(args.threads, workers_on_this_host(cluster, index))  # MWMS: share the cores
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(  # MWMS: connect to the other workers (blocks until all up)
+    # MWMS: share the cores
+    threads = training.set_threads(args.threads, workers_on_this_host(cluster, index))
+    # MWMS: connect to the other workers (blocks until all up)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
-    tf.keras.utils.set_random_seed(args.seed)  # MWMS: same initial weights everywhere (worker 0's are broadcast)
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+        )
+    )
+    # MWMS: same initial weights everywhere (worker 0's are broadcast)
+    tf.keras.utils.set_random_seed(args.seed)
 
     dataset = data.load_mnist(args.data, download=args.download, quiet=index != 0)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
@@ -193,36 +232,52 @@ def main(argv=None, callbacks=()) -> int:
 
     with strategy.scope():  # MWMS: variables created here are mirrored on every worker
         model = course_model.build_model()
-        lr = args.lr * workers  # MWMS: the effective batch is N times larger, so is the learning rate
-        optimizer = tf.keras.optimizers.Adam(learning_rate=warmup_schedule(
-            lr, workers, int(args.warmup_epochs * steps)))
+        # MWMS: the effective batch is N times larger, so is the learning rate
+        lr = args.lr * workers
+        optimizer = tf.keras.optimizers.Adam(
+            learning_rate=warmup_schedule(lr, workers, int(args.warmup_epochs * steps))
+        )
         model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
 
     # MWMS: every worker saves (saving is collective); only worker 0's folder is kept
-    checkpoint_dir = args.checkpoint_dir if index == 0 else tempfile.mkdtemp(prefix=f"mwms-worker{index}-")
+    checkpoint_dir = (
+        args.checkpoint_dir if index == 0 else tempfile.mkdtemp(prefix=f"mwms-worker{index}-")
+    )
     training.ensure_writable_dir(checkpoint_dir)
     checkpoint = training.EpochCheckpoint(checkpoint_dir, model, optimizer)
     callbacks = [checkpoint.callback(), *callbacks]
     # MWMS: every worker restores worker 0's checkpoint itself (same file system here): nothing to broadcast
-    initial_epoch = training.restore_together(training.EpochCheckpoint(args.checkpoint_dir, model, optimizer),
-                                              args.resume, index)
+    initial_epoch = training.restore_together(
+        training.EpochCheckpoint(args.checkpoint_dir, model, optimizer), args.resume, index
+    )
     verbose = 2 if index == 0 else 0  # MWMS: log on worker 0 only
 
     if index == 0:
-        print(f"[train_mwms] data={dataset.source} workers={workers} threads/worker={threads} "
-              f"batch/worker={args.batch_size} lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
-              flush=True)
+        print(
+            f"[train_mwms] data={dataset.source} workers={workers} threads/worker={threads} "
+            f"batch/worker={args.batch_size} lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
+            flush=True,
+        )
     try:
-        model.fit(distributed_train_dataset(strategy, x_train, y_train, args.batch_size, args.seed),
-                  steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
-                  callbacks=callbacks, verbose=verbose)
-        metrics = training.evaluate(model, x_test, y_test)  # MWMS: same weights everywhere, whole test set
+        model.fit(
+            distributed_train_dataset(strategy, x_train, y_train, args.batch_size, args.seed),
+            steps_per_epoch=steps,
+            epochs=args.epochs,
+            initial_epoch=initial_epoch,
+            callbacks=callbacks,
+            verbose=verbose,
+        )
+        # MWMS: same weights everywhere, whole test set
+        metrics = training.evaluate(model, x_test, y_test)
     finally:
         if index != 0:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
     metrics = training.metrics_record(metrics, workers, model)
-    print(f"[train_mwms] worker={index} test_loss={metrics['loss']:.4f} "
-          f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}", flush=True)
+    print(
+        f"[train_mwms] worker={index} test_loss={metrics['loss']:.4f} "
+        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
+        flush=True,
+    )
     if index == 0:
         training.write_metrics(args.metrics_json, metrics)
     return 0

@@ -3,6 +3,7 @@
 Run: ``python -m hvdcourse.examples.train_single --epochs 3``. Its Horovod twin, ``train_hvd.py``, has the
 same lines in the same order plus the ``# Horovod:`` ones.
 """
+
 from __future__ import annotations
 
 import sys
@@ -38,16 +39,29 @@ def main(argv=None, callbacks=()) -> int:
     initial_epoch = training.restore_together(checkpoint, args.resume)
     verbose = 2
 
-    print(f"[train_single] data={dataset.source} threads={threads} batch={args.batch_size} "
-          f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}", flush=True)
-    model.fit(training.train_dataset(x_train, y_train, args.batch_size, args.seed,
-                                     start_step=initial_epoch * steps),  # the batches not yet seen
-              steps_per_epoch=steps, epochs=args.epochs, initial_epoch=initial_epoch,
-              validation_data=(x_test, y_test), callbacks=callbacks, verbose=verbose)
+    print(
+        f"[train_single] data={dataset.source} threads={threads} batch={args.batch_size} "
+        f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
+        flush=True,
+    )
+    model.fit(
+        training.train_dataset(
+            x_train, y_train, args.batch_size, args.seed, start_step=initial_epoch * steps
+        ),  # the batches not yet seen
+        steps_per_epoch=steps,
+        epochs=args.epochs,
+        initial_epoch=initial_epoch,
+        validation_data=(x_test, y_test),
+        callbacks=callbacks,
+        verbose=verbose,
+    )
 
     metrics = training.metrics_record(training.evaluate(model, x_test, y_test), 1, model)
-    print(f"[train_single] test_loss={metrics['loss']:.4f} test_accuracy={metrics['accuracy']:.4f} "
-          f"weights_sha256={metrics['weights_sha256']}", flush=True)
+    print(
+        f"[train_single] test_loss={metrics['loss']:.4f} test_accuracy={metrics['accuracy']:.4f} "
+        f"weights_sha256={metrics['weights_sha256']}",
+        flush=True,
+    )
     training.write_metrics(args.metrics_json, metrics)
     return 0
 

@@ -6,6 +6,7 @@ The same model, data and options as ``train_hvd.py``, but the training step is w
 of ``BroadcastGlobalVariablesCallback``). Run: ``horovodrun -np 2 -H localhost:2 --gloo python -m
 hvdcourse.examples.train_tape --epochs 3``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,7 +27,9 @@ def main(argv=None, callbacks=()) -> int:
     with the optimizer in their ``params`` (the model is not compiled)."""
     from hvdcourse.examples.cli import training_parser
 
-    args = training_parser("Train the course's MNIST CNN with Horovod and a custom training loop.").parse_args(argv)
+    args = training_parser(
+        "Train the course's MNIST CNN with Horovod and a custom training loop."
+    ).parse_args(argv)
 
     import tensorflow as tf
     import horovod.tensorflow as hvd  # Horovod: the plain TensorFlow flavour (no Keras callbacks)
@@ -45,11 +48,15 @@ def main(argv=None, callbacks=()) -> int:
     dataset = data.load_mnist(args.data, download=args.download, quiet=hvd.rank() != 0)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
-    x_train = data.shard(x_train, hvd.rank(), hvd.size())  # Horovod: each rank trains on its own part
+    # Horovod: each rank trains on its own part
+    x_train = data.shard(x_train, hvd.rank(), hvd.size())
     y_train = data.shard(y_train, hvd.rank(), hvd.size())
-    x_test = data.shard(x_test, hvd.rank(), hvd.size())  # Horovod: evaluation is summed over ranks below
+    # Horovod: evaluation is summed over ranks below
+    x_test = data.shard(x_test, hvd.rank(), hvd.size())
     y_test = data.shard(y_test, hvd.rank(), hvd.size())
-    steps = training.steps_per_epoch(len(dataset.x_train), args.batch_size, hvd.size(), args.max_steps)
+    steps = training.steps_per_epoch(
+        len(dataset.x_train), args.batch_size, hvd.size(), args.max_steps
+    )
 
     model = course_model.build_model()
     loss = course_model.loss_fn()
@@ -57,29 +64,44 @@ def main(argv=None, callbacks=()) -> int:
     warmup_steps = int(args.warmup_epochs * steps)
     optimizer = tf.keras.optimizers.Adam(learning_rate=warmup_lr(0, lr, hvd.size(), warmup_steps))
 
-    optimizer.build(model.trainable_variables)  # Horovod: create Adam's state now, to restore and broadcast it
+    # Horovod: create Adam's state now, to restore and broadcast it
+    optimizer.build(model.trainable_variables)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     # Horovod: rank 0 restores; every rank starts from rank 0's epoch, weights and optimizer state (moments,
     # step count), restored or new, before the first step: the first averaged gradient comes from one model.
-    initial_epoch = training.restore_together(checkpoint, args.resume, hvd.rank(),  # Horovod: resume together
-                                              hvd.broadcast_object, hvd.broadcast_variables)  # Horovod: rank 0 -> all
+    # Horovod: resume together
+    initial_epoch = training.restore_together(
+        checkpoint,
+        args.resume,
+        hvd.rank(),
+        # Horovod: rank 0 -> all
+        hvd.broadcast_object,
+        hvd.broadcast_variables,
+    )
 
     @tf.function
     def training_step(images, labels):
         with tf.GradientTape() as tape:
             loss_value = loss(labels, model(images, training=True))
-        tape = hvd.DistributedGradientTape(tape)  # Horovod: gradient() returns rank-averaged gradients
+        # Horovod: gradient() returns rank-averaged gradients
+        tape = hvd.DistributedGradientTape(tape)
         grads = tape.gradient(loss_value, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss_value
 
     if hvd.rank() == 0:  # Horovod: one header, not N
         training.ensure_writable_dir(args.checkpoint_dir)
-        print(f"[train_tape] data={dataset.source} ranks={hvd.size()} batch/rank={args.batch_size} "
-              f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}", flush=True)
+        print(
+            f"[train_tape] data={dataset.source} ranks={hvd.size()} batch/rank={args.batch_size} "
+            f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
+            flush=True,
+        )
     step = initial_epoch * steps
-    batches = iter(training.train_dataset(x_train, y_train, args.batch_size, args.seed + hvd.rank(),
-                                          start_step=step))  # the batches not yet seen
+    batches = iter(
+        training.train_dataset(
+            x_train, y_train, args.batch_size, args.seed + hvd.rank(), start_step=step
+        )
+    )  # the batches not yet seen
     callbacks = tf.keras.callbacks.CallbackList(list(callbacks), model=model, optimizer=optimizer)
     metrics = None
     for epoch in range(initial_epoch, args.epochs):
@@ -92,22 +114,36 @@ def main(argv=None, callbacks=()) -> int:
             step += 1
             callbacks.on_train_batch_end(batch)
         # Horovod: the mean training loss of all ranks (each saw different batches)
-        train_loss = float(hvd.allreduce(tf.constant(total / steps), op=hvd.Average, name="train_loss"))
-        metrics = training.evaluate(model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum))
+        train_loss = float(
+            hvd.allreduce(tf.constant(total / steps), op=hvd.Average, name="train_loss")
+        )
+        metrics = training.evaluate(
+            model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)
+        )
         if hvd.rank() == 0:  # Horovod: rank 0 logs and writes the checkpoint
             checkpoint.save(epoch + 1)
-            print(f"[train_tape] epoch {epoch + 1}/{args.epochs} lr={float(optimizer.learning_rate):.2e} "
-                  f"loss={train_loss:.4f} val_loss={metrics['loss']:.4f} "
-                  f"val_accuracy={metrics['accuracy']:.4f}", flush=True)
+            print(
+                f"[train_tape] epoch {epoch + 1}/{args.epochs} lr={float(optimizer.learning_rate):.2e} "
+                f"loss={train_loss:.4f} val_loss={metrics['loss']:.4f} "
+                f"val_accuracy={metrics['accuracy']:.4f}",
+                flush=True,
+            )
 
-    if metrics is None:  # resumed after the last epoch: nothing was trained, evaluate what was restored
-        metrics = training.evaluate(model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum))
+    # resumed after the last epoch: nothing was trained, evaluate what was restored
+    if metrics is None:
+        metrics = training.evaluate(
+            model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)
+        )
     result = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
-    print(f"[train_tape] rank={hvd.rank()} test_accuracy={result['accuracy']:.4f} "
-          f"weights_sha256={result['weights_sha256']}", flush=True)
+    print(
+        f"[train_tape] rank={hvd.rank()} test_accuracy={result['accuracy']:.4f} "
+        f"weights_sha256={result['weights_sha256']}",
+        flush=True,
+    )
     if hvd.rank() == 0:  # Horovod: one metrics file
         training.write_metrics(args.metrics_json, result)
     return 0
+
 
 if __name__ == "__main__":
     from hvdcourse.examples.cli import run_main

@@ -3,6 +3,7 @@
 Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines: where a helper
 needs a collective (:func:`restore_together`), the trainer passes Horovod's function in.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,8 @@ def set_threads(threads: int, processes_on_node: int = 1) -> int:
     return threads
 
 
-PASS_SEED_STRIDE = 1_000_003  # a run with more passes than this would repeat the orders of another seed
+# a run with more passes than this would repeat the orders of another seed
+PASS_SEED_STRIDE = 1_000_003
 
 
 def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
@@ -41,8 +43,10 @@ def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
 
     per_pass = len(x) // batch_size
     if per_pass < 1:
-        raise ValueError(f"batch size {batch_size} is larger than the {len(x)} examples of this worker; "
-                         "pass a smaller --batch-size")
+        raise ValueError(
+            f"batch size {batch_size} is larger than the {len(x)} examples of this worker; "
+            "pass a smaller --batch-size"
+        )
     first_pass, skip = divmod(start_step, per_pass)
     examples = tf.data.Dataset.from_tensor_slices((x, y))
 
@@ -54,7 +58,9 @@ def train_dataset(x, y, batch_size: int, seed: int, start_step: int = 0):
     return passes.skip(skip).prefetch(2)
 
 
-def steps_per_epoch(num_examples: int, batch_size: int, workers: int = 1, max_steps: int | None = None) -> int:
+def steps_per_epoch(
+    num_examples: int, batch_size: int, workers: int = 1, max_steps: int | None = None
+) -> int:
     """Steps that make one pass over the data with ``workers`` x ``batch_size`` images per step.
 
     Every rank must run the same number of steps (each step is an allreduce): computing it from
@@ -121,9 +127,11 @@ class EpochCheckpoint:
         """
         from hvdcourse.examples.model import variables_digest, weights_digest
 
-        return (f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
-                f"weights_sha256={weights_digest(self.model)} "
-                f"optimizer_sha256={variables_digest(self.optimizer.variables)}")
+        return (
+            f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
+            f"weights_sha256={weights_digest(self.model)} "
+            f"optimizer_sha256={variables_digest(self.optimizer.variables)}"
+        )
 
     def save(self, epochs_done: int) -> str:
         """Save the state after ``epochs_done`` epochs; print and return the checkpoint's path."""
@@ -143,9 +151,11 @@ class EpochCheckpoint:
         try:
             self.checkpoint.restore(latest).expect_partial()
         except Exception as err:  # corrupt or incompatible files: say which and how to recover
-            raise CheckpointError(f"cannot restore checkpoint {latest!r} ({type(err).__name__}: "
-                                  f"{str(err).splitlines()[0] if str(err) else ''}). Delete {self.directory!r} "
-                                  "or pass --no-resume to start again.") from None
+            raise CheckpointError(
+                f"cannot restore checkpoint {latest!r} ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}). Delete {self.directory!r} "
+                "or pass --no-resume to start again."
+            ) from None
         print(f"[checkpoint] restored {self.describe()} from {latest}", flush=True)
         return int(self.epoch.numpy())
 
@@ -178,15 +188,22 @@ def optimizer_variables(optimizer) -> list:
 
     The learning rate is restored with the rest: after a warm-up it is whatever the warm-up left.
     """
-    variables = list(optimizer.variables() if callable(optimizer.variables) else optimizer.variables)
+    variables = list(
+        optimizer.variables() if callable(optimizer.variables) else optimizer.variables
+    )
     rate = getattr(optimizer, "_learning_rate", None)
     if hasattr(rate, "assign") and not any(rate is v for v in variables):
         variables.append(rate)
     return variables
 
 
-def restore_together(checkpoint: EpochCheckpoint, resume: bool = True, rank: int = 0,
-                     broadcast_object=None, broadcast_variables=None) -> int:
+def restore_together(
+    checkpoint: EpochCheckpoint,
+    resume: bool = True,
+    rank: int = 0,
+    broadcast_object=None,
+    broadcast_variables=None,
+) -> int:
     """Resume every worker from the same checkpoint; return the number of epochs already done.
 
     The one restore of the course's trainers (lesson: Faults, hangs and elastic training):
@@ -204,7 +221,9 @@ def restore_together(checkpoint: EpochCheckpoint, resume: bool = True, rank: int
     restored and sent too. Without the two functions (one worker, or workers that each read the
     same files, as MultiWorkerMirroredStrategy's do), each caller restores on its own.
     """
-    outcome = checkpoint.restore_or_error() if resume and (rank == 0 or broadcast_object is None) else 0
+    outcome = (
+        checkpoint.restore_or_error() if resume and (rank == 0 or broadcast_object is None) else 0
+    )
     if broadcast_object is not None:
         outcome = broadcast_object(outcome, root_rank=0)
     if isinstance(outcome, CourseError):
@@ -231,8 +250,10 @@ def ensure_writable_dir(path: str) -> None:
             pass
         os.remove(probe)
     except OSError as err:
-        raise UsageError(f"checkpoint folder {path!r} is not writable ({err.strerror}). "
-                         "Pass --checkpoint-dir with a folder you can write to.") from None
+        raise UsageError(
+            f"checkpoint folder {path!r} is not writable ({err.strerror}). "
+            "Pass --checkpoint-dir with a folder you can write to."
+        ) from None
 
 
 def write_metrics(path: str | None, metrics: dict) -> None:

@@ -9,6 +9,7 @@ the lesson all call it:
 ``python -m hvdcourse.runtime.binding --site slurm/sites/lumi-g.env``  - one line per local rank
 ``python -m hvdcourse.runtime.binding --site slurm/sites/lumi-g.env --format mask_cpu``  - for ``srun --cpu-bind``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,20 @@ class NodeLayout:
     def gpu_cores(self) -> list:
         """For each GPU, the usable cores of the cache group it gets inside its NUMA domain."""
         if self.cores_per_numa % self.group_size:
-            raise ValueError(f"{self.cores_per_numa} cores per NUMA domain cannot be split into "
-                             f"groups of {self.group_size}")
+            raise ValueError(
+                f"{self.cores_per_numa} cores per NUMA domain cannot be split into "
+                f"groups of {self.group_size}"
+            )
         groups_per_numa = self.cores_per_numa // self.group_size
         taken: dict = {}
         result = []
         for gpu, numa in enumerate(self.gpu_numa):
             k = taken.get(numa, 0)
             if k >= groups_per_numa:
-                raise ValueError(f"GPU {gpu}: NUMA domain {numa} has only {groups_per_numa} core "
-                                 f"group(s) and they are taken; give fewer GPUs per domain")
+                raise ValueError(
+                    f"GPU {gpu}: NUMA domain {numa} has only {groups_per_numa} core "
+                    f"group(s) and they are taken; give fewer GPUs per domain"
+                )
             taken[numa] = k + 1
             first = numa * self.cores_per_numa + k * self.group_size
             result.append(list(range(first + self.reserved_per_group, first + self.group_size)))
@@ -65,9 +70,12 @@ def layout_from_site(values: dict) -> NodeLayout | None:
     gpu_numa = values.get("SITE_GPU_NUMA", "").replace(",", " ").split()
     if not gpu_numa:
         return None
-    return NodeLayout(tuple(int(n) for n in gpu_numa), int(values["SITE_CORES_PER_NUMA"]),
-                      int(values.get("SITE_CORES_PER_GROUP") or 0),
-                      int(values.get("SITE_RESERVED_PER_GROUP") or 0))
+    return NodeLayout(
+        tuple(int(n) for n in gpu_numa),
+        int(values["SITE_CORES_PER_NUMA"]),
+        int(values.get("SITE_CORES_PER_GROUP") or 0),
+        int(values.get("SITE_RESERVED_PER_GROUP") or 0),
+    )
 
 
 def read_site(path: str) -> dict:
@@ -128,8 +136,10 @@ def describe_mask(mask: int) -> str:
     return f"{hex(mask)} = " + (f"CPUs {_ranges(cores)}" if cores else "no CPU at all")
 
 
-_VERBOSE_LINE = re.compile(r"cpu-bind=(?P<kind>[\w-]+) - (?P<node>\S+), task\s+(?P<task>\d+)\s+(?P<local>\d+)"
-                           r"\s+\[(?P<pid>\d+)\]: mask (?P<mask>0x[0-9a-fA-F]+) set")
+_VERBOSE_LINE = re.compile(
+    r"cpu-bind=(?P<kind>[\w-]+) - (?P<node>\S+), task\s+(?P<task>\d+)\s+(?P<local>\d+)"
+    r"\s+\[(?P<pid>\d+)\]: mask (?P<mask>0x[0-9a-fA-F]+) set"
+)
 
 
 def parse_cpu_bind_verbose(text: str) -> list:
@@ -139,15 +149,25 @@ def parse_cpu_bind_verbose(text: str) -> list:
     tasks = []
     for m in _VERBOSE_LINE.finditer(text):
         mask = int(m["mask"], 16)
-        tasks.append({"node": m["node"], "task": int(m["task"]), "local": int(m["local"]),
-                      "pid": int(m["pid"]), "mask": mask, "cpus": cores_of(mask)})
+        tasks.append(
+            {
+                "node": m["node"],
+                "task": int(m["task"]),
+                "local": int(m["local"]),
+                "pid": int(m["pid"]),
+                "mask": mask,
+                "cpus": cores_of(mask),
+            }
+        )
     return sorted(tasks, key=lambda t: t["task"])
 
 
 def expand_like_bash(text: str, variables: dict | None = None) -> str:
     """Expand ``${name}`` / ``$name`` as bash does: an unset variable becomes the empty string."""
     variables = variables or {}
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: variables.get(m.group(1) or m.group(2), ""), text)
+    return re.sub(
+        r"\$\{(\w+)\}|\$(\w+)", lambda m: variables.get(m.group(1) or m.group(2), ""), text
+    )
 
 
 def parse_lscpu_numa(text: str) -> dict:
@@ -164,7 +184,10 @@ def parse_lscpu_numa(text: str) -> dict:
 
 def parse_gpu_numa(text: str) -> dict:
     """``rocm-smi --showtoponuma`` lines ``GPU[0] : (Topology) Numa Node: 3`` -> {0: 3, ...}."""
-    return {int(gpu): int(numa) for gpu, numa in re.findall(r"GPU\[(\d+)\]\s*:\s*\(Topology\) Numa Node:\s*(\d+)", text)}
+    return {
+        int(gpu): int(numa)
+        for gpu, numa in re.findall(r"GPU\[(\d+)\]\s*:\s*\(Topology\) Numa Node:\s*(\d+)", text)
+    }
 
 
 def check_masks(mask_list, gpu_numa: dict, numa_cpus: dict, reserved=()) -> list:
@@ -185,8 +208,10 @@ def check_masks(mask_list, gpu_numa: dict, numa_cpus: dict, reserved=()) -> list
         numa = gpu_numa.get(gpu)
         outside = [c for c in cores if numa is None or c not in numa_cpus.get(numa, ())]
         if outside:
-            problems.append(f"GPU {gpu} (NUMA {numa}): mask {hex(mask)} uses cores {_ranges(outside)} "
-                            f"outside its NUMA domain")
+            problems.append(
+                f"GPU {gpu} (NUMA {numa}): mask {hex(mask)} uses cores {_ranges(outside)} "
+                f"outside its NUMA domain"
+            )
         bad = [c for c in cores if c in reserved]
         if bad:
             problems.append(f"GPU {gpu}: mask {hex(mask)} uses reserved cores {_ranges(bad)}")
@@ -216,8 +241,10 @@ def rank_table(layout: NodeLayout, gpu_var: str = "GPU") -> list:
     """One line per local rank: its GPU, the GPU's NUMA domain, the rank's cores and their mask."""
     lines = []
     for rank, (numa, cores) in enumerate(zip(layout.gpu_numa, layout.gpu_cores())):
-        lines.append(f"local rank {rank}: {gpu_var}={rank}  NUMA {numa}  cores {_ranges(cores):>7}  "
-                     f"mask {hex(mask_of(cores))}")
+        lines.append(
+            f"local rank {rank}: {gpu_var}={rank}  NUMA {numa}  cores {_ranges(cores):>7}  "
+            f"mask {hex(mask_of(cores))}"
+        )
     return lines
 
 
@@ -228,19 +255,28 @@ def plot_masks(layout: NodeLayout, mask_list=None, ax=None, title: str = ""):
     import numpy as np
 
     mask_list = masks(layout) if mask_list is None else mask_list
-    n_cores = max([layout.cores_per_numa * (max(layout.gpu_numa) + 1)] + [m.bit_length() for m in mask_list])
+    n_cores = max(
+        [layout.cores_per_numa * (max(layout.gpu_numa) + 1)] + [m.bit_length() for m in mask_list]
+    )
     grid = np.zeros((len(layout.gpu_numa), n_cores))
     for gpu, (numa, mask) in enumerate(zip(layout.gpu_numa, mask_list)):
         grid[gpu, layout.numa_cores(numa)] = 1
         grid[gpu, cores_of(mask)] = 2
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 0.35 * len(layout.gpu_numa) + 1))
-    ax.imshow(grid, cmap=plt.matplotlib.colors.ListedColormap(["white", "#c6dbef", "#08519c"]),
-              vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+    ax.imshow(
+        grid,
+        cmap=plt.matplotlib.colors.ListedColormap(["white", "#c6dbef", "#08519c"]),
+        vmin=0,
+        vmax=2,
+        aspect="auto",
+        interpolation="nearest",
+    )
     for boundary in range(layout.cores_per_numa, n_cores, layout.cores_per_numa):
         ax.axvline(boundary - 0.5, color="black", linewidth=1)
-    ax.set_yticks(range(len(layout.gpu_numa)),
-                  [f"GPU {g} (NUMA {n})" for g, n in enumerate(layout.gpu_numa)])
+    ax.set_yticks(
+        range(len(layout.gpu_numa)), [f"GPU {g} (NUMA {n})" for g, n in enumerate(layout.gpu_numa)]
+    )
     ax.set_xticks(range(0, n_cores, layout.group_size))
     ax.set_xlabel("core (light: the GPU's NUMA domain, dark: the rank's mask)")
     ax.set_title(title)
@@ -248,10 +284,18 @@ def plot_masks(layout: NodeLayout, mask_list=None, ax=None, title: str = ""):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Print the CPU binding of a node layout (slurm/sites/*.env).")
-    parser.add_argument("--site", required=True, metavar="FILE", help="site file with SITE_GPU_NUMA etc.")
-    parser.add_argument("--format", choices=("table", "mask_cpu", "map_cpu"), default="table",
-                        help="table (default): one line per local rank; mask_cpu/map_cpu: srun --cpu-bind value")
+    parser = argparse.ArgumentParser(
+        description="Print the CPU binding of a node layout (slurm/sites/*.env)."
+    )
+    parser.add_argument(
+        "--site", required=True, metavar="FILE", help="site file with SITE_GPU_NUMA etc."
+    )
+    parser.add_argument(
+        "--format",
+        choices=("table", "mask_cpu", "map_cpu"),
+        default="table",
+        help="table (default): one line per local rank; mask_cpu/map_cpu: srun --cpu-bind value",
+    )
     args = parser.parse_args(argv)
     try:
         values = read_site(args.site)

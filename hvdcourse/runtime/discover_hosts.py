@@ -14,6 +14,7 @@ worker is told to leave, the other carries on). One machine can also appear unde
 (``localhost:1`` and ``127.0.0.1:1``): Horovod treats them as two hosts, so when the worker on one
 "host" is killed, that host is blacklisted and training goes on on the other.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ def parse_hosts(text: str, origin: str = "hosts file") -> list:
             continue
         match = LINE.match(line)
         if not match or int(match["slots"]) < 1:
-            raise HostsFileError(f"{origin}, line {number}: {raw.strip()!r} is not 'host:slots' "
-                                 "with slots >= 1 (example: localhost:2)")
+            raise HostsFileError(
+                f"{origin}, line {number}: {raw.strip()!r} is not 'host:slots' "
+                "with slots >= 1 (example: localhost:2)"
+            )
         hosts.append((match["host"], int(match["slots"])))
     return hosts
 
@@ -49,8 +52,10 @@ def read_hosts(path: str) -> list:
         with open(path) as fh:
             text = fh.read()
     except OSError as err:
-        raise HostsFileError(f"cannot read hosts file {path!r} ({err.strerror}); create it with one "
-                             "'host:slots' line per host, e.g. 'localhost:2'") from None
+        raise HostsFileError(
+            f"cannot read hosts file {path!r} ({err.strerror}); create it with one "
+            "'host:slots' line per host, e.g. 'localhost:2'"
+        ) from None
     return parse_hosts(text, origin=path)
 
 
@@ -66,14 +71,24 @@ def discovery_command(hosts_file: str, python: str | None = None) -> str:
     """The shell command to pass to ``horovodrun --host-discovery-script``."""
     import shlex
 
-    return " ".join(shlex.quote(p) for p in [python or sys.executable, "-m", "hvdcourse.runtime.discover_hosts",
-                                             "--hosts-file", os.path.abspath(hosts_file)])
+    return " ".join(
+        shlex.quote(p)
+        for p in [
+            python or sys.executable,
+            "-m",
+            "hvdcourse.runtime.discover_hosts",
+            "--hosts-file",
+            os.path.abspath(hosts_file),
+        ]
+    )
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hvdcourse.runtime.discover_hosts",
-                                     description="Print the hosts available to Horovod Elastic, one "
-                                                 "'host:slots' line each, from a hosts file.")
+    parser = argparse.ArgumentParser(
+        prog="python -m hvdcourse.runtime.discover_hosts",
+        description="Print the hosts available to Horovod Elastic, one "
+        "'host:slots' line each, from a hosts file.",
+    )
     parser.add_argument("--hosts-file", required=True, help="text file with 'host:slots' lines")
     args = parser.parse_args(argv)
     try:

@@ -21,6 +21,7 @@ If one engine never does (an exception before it, a ``%%px --targets 0`` cell), 
 forever, and interrupting the kernel does not end the wait: only restarting the engines
 (:meth:`MPIEngines.restart`, or ``stop_engines()`` then ``start_engines()``) does.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -71,8 +72,13 @@ class MPIEngines:
     Everything lives in a temporary IPYTHONDIR that :meth:`stop` removes.
     """
 
-    def __init__(self, n: int = 2, timeout: float = START_TIMEOUT, activate: bool = True,
-                 env: dict | None = None):
+    def __init__(
+        self,
+        n: int = 2,
+        timeout: float = START_TIMEOUT,
+        activate: bool = True,
+        env: dict | None = None,
+    ):
         if n < 1:
             raise ValueError(f"need at least one engine, got {n}")
         self.n = n
@@ -96,7 +102,9 @@ class MPIEngines:
         from traitlets.config import Config
 
         self.ipython_dir = tempfile.mkdtemp(prefix="hvdcourse-engines-")
-        profile_dir = ProfileDir.create_profile_dir(os.path.join(self.ipython_dir, "profile_lesson")).location
+        profile_dir = ProfileDir.create_profile_dir(
+            os.path.join(self.ipython_dir, "profile_lesson")
+        ).location
         config = Config()
         env = self._engine_env()
         config.MPIEngineSetLauncher.environment = env
@@ -104,9 +112,15 @@ class MPIEngines:
         # --bind-to none: engines share the cores; as in hvdcourse.runtime.launch for mpirun runs.
         config.MPIEngineSetLauncher.mpi_args = ["--bind-to", "none", "--map-by", "slot"]
         config.LocalControllerLauncher.environment = env
-        self.cluster = ipp.Cluster(engines="mpi", n=self.n, profile_dir=profile_dir,
-                                   controller_ip="127.0.0.1", engine_timeout=int(self.timeout),
-                                   log_level=40, config=config)
+        self.cluster = ipp.Cluster(
+            engines="mpi",
+            n=self.n,
+            profile_dir=profile_dir,
+            controller_ip="127.0.0.1",
+            engine_timeout=int(self.timeout),
+            log_level=40,
+            config=config,
+        )
         _ACTIVE.append(self)
         self._start_watcher()
         try:
@@ -122,7 +136,8 @@ class MPIEngines:
             raise EngineStartError(
                 f"{self.n} MPI engines did not start within {self.timeout:.0f} s ({type(err).__name__}: "
                 f"{err}). Check 'mpirun -np {self.n} python -c \"import mpi4py.MPI\"' works; "
-                f"engine output: {output[-1500:] or '(none)'}") from None
+                f"engine output: {output[-1500:] or '(none)'}"
+            ) from None
         self.view = self.client[:]
         self.view.block = True
         if self.activate:
@@ -136,14 +151,24 @@ class MPIEngines:
 
     def _engine_env(self) -> dict:
         paths = [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        base = launch_env({"IPYTHONDIR": self.ipython_dir, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
-                           "MPLBACKEND": "Agg", **self.extra_env})
+        base = launch_env(
+            {
+                "IPYTHONDIR": self.ipython_dir,
+                "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+                "MPLBACKEND": "Agg",
+                **self.extra_env,
+            }
+        )
         keep = ("OMPI_", "PMIX_", "HOROVOD_", "TF_", "IPYTHONDIR", "PYTHONPATH", "MPLBACKEND")
         return {k: v for k, v in base.items() if k.startswith(keep) or k in self.extra_env}
 
     def _start_watcher(self) -> None:
-        self._watcher = subprocess.Popen([sys.executable, "-c", _WATCHER], stdin=subprocess.PIPE,
-                                         text=True, start_new_session=True)
+        self._watcher = subprocess.Popen(
+            [sys.executable, "-c", _WATCHER],
+            stdin=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
 
     def _record_groups(self) -> None:
         """Remember the process groups of the controller and of mpirun (with its engines)."""
@@ -194,9 +219,13 @@ class MPIEngines:
             try:
                 self.cluster.stop_cluster_sync()
             except Exception as err:
-                print(f"[hvdcourse.engines] ipyparallel stop failed ({type(err).__name__}); "
-                      "killing the engines' processes", file=sys.stderr)
-            self.cluster.shutdown_atexit = False  # done here: ipyparallel's own exit hook may skip it
+                print(
+                    f"[hvdcourse.engines] ipyparallel stop failed ({type(err).__name__}); "
+                    "killing the engines' processes",
+                    file=sys.stderr,
+                )
+            # done here: ipyparallel's own exit hook may skip it
+            self.cluster.shutdown_atexit = False
         survivors = _kill(self._groups, pids, grace)
         if self._watcher is not None:
             try:
@@ -233,8 +262,9 @@ def _kill(groups: list, pids: list, grace: float) -> int:
     return len(processes.end(processes.by_pid(pids), grace, groups=groups))
 
 
-def start_engines(n: int = 2, timeout: float = START_TIMEOUT, activate: bool = True,
-                  env: dict | None = None) -> MPIEngines:
+def start_engines(
+    n: int = 2, timeout: float = START_TIMEOUT, activate: bool = True, env: dict | None = None
+) -> MPIEngines:
     """Start ``n`` MPI engines for this notebook and activate ``%%px``; see the module docstring."""
     engines = MPIEngines(n=n, timeout=timeout, activate=activate, env=env)
     engines.start()

@@ -14,8 +14,9 @@ code  meaning
 3     a run failed or timed out (a rank crashed, a build or a benchmark did not finish)
 ====  =====================================================================================
 
-(lesson: Faults, hangs and elastic training, for the trainers' part of it.)
+The trainers' side of it is taught in (lesson: Faults, hangs and elastic training).
 """
+
 from __future__ import annotations
 
 import sys

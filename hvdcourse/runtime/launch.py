@@ -4,6 +4,7 @@ Every multi-process run of the course (tests, notebooks, checks, grader) goes th
 :func:`run_ranks`: it starts the launcher in its own process group, enforces a wall-clock limit and
 kills the whole group on timeout or error, so a hanging rank can never hang the caller.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ def mend_tagged_lines(text: str) -> str:
     """
     out, pending, tag, pos = [], {}, None, 0
     for match in list(_RANK_TAG.finditer(text)) + [None]:
-        piece = text[pos: match.start() if match else len(text)]
+        piece = text[pos : match.start() if match else len(text)]
         if tag is None:
             out.append(piece)
         else:
@@ -46,7 +47,7 @@ def mend_tagged_lines(text: str) -> str:
                 pending[tag] = pending.get(tag, "") + piece
             else:
                 out.append(tag + pending.pop(tag, "") + piece[: newline + 1])
-                out.append(piece[newline + 1:])  # text after a tagged line is not that rank's
+                out.append(piece[newline + 1 :])  # text after a tagged line is not that rank's
         if match:
             tag, pos = match.group(0), match.end()
     out.extend(f"{tag}{rest}\n" for tag, rest in pending.items())  # lines never ended
@@ -75,13 +76,16 @@ class RankRun:
         """The records ``rank`` reported; raises ``RuntimeError`` naming the rank if it reported none."""
         if rank >= len(self.results) or self.results[rank] is None:
             status = "timed out" if self.timed_out else f"exit code {self.returncode}"
-            raise RuntimeError(f"rank {rank} reported no result ({status}); its output ends:\n"
-                               + "\n".join(self.output.strip().splitlines()[-15:]))
+            raise RuntimeError(
+                f"rank {rank} reported no result ({status}); its output ends:\n"
+                + "\n".join(self.output.strip().splitlines()[-15:])
+            )
         return self.results[rank]
 
 
-def launcher_command(np: int, launcher: str, program: list, discovery: str | None = None,
-                     min_np: int = 1) -> list:
+def launcher_command(
+    np: int, launcher: str, program: list, discovery: str | None = None, min_np: int = 1
+) -> list:
     """Build the launch command line for ``np`` ranks of ``program`` (a list of arguments).
 
     ``launcher="elastic"``: Horovod Elastic on this machine (Gloo), between ``min_np`` and ``np``
@@ -89,7 +93,9 @@ def launcher_command(np: int, launcher: str, program: list, discovery: str | Non
     """
     if launcher == "python":
         if np != 1:
-            raise ValueError("launcher 'python' runs a single process; use gloo, mpi or mpirun for np > 1")
+            raise ValueError(
+                "launcher 'python' runs a single process; use gloo, mpi or mpirun for np > 1"
+            )
         return list(program)
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     if launcher in ("gloo", "mpi"):
@@ -100,12 +106,35 @@ def launcher_command(np: int, launcher: str, program: list, discovery: str | Non
         # --bind-to none: let each rank's threads use any core; map by slot keeps ranks on one host.
         # --tag-output: run_ranks rejoins a rank's line that mpirun forwarded in pieces (a Python with
         # PYTHONUNBUFFERED=1 writes a line and its newline separately), then removes the tags.
-        return [require_mpi(), "-np", str(np), "--bind-to", "none", "--map-by", "slot", "--tag-output", *program]
+        return [
+            require_mpi(),
+            "-np",
+            str(np),
+            "--bind-to",
+            "none",
+            "--map-by",
+            "slot",
+            "--tag-output",
+            *program,
+        ]
     if launcher == "elastic":
         # --network-interface lo: without it an elastic job waits for 2 hosts to compare interfaces.
-        return [horovodrun, "-np", str(np), "--min-np", str(min_np), "--max-np", str(np),
-                "--network-interface", "lo", "--elastic-timeout", str(ELASTIC_TIMEOUT),
-                "--host-discovery-script", discovery or f"echo localhost:{np}", *program]
+        return [
+            horovodrun,
+            "-np",
+            str(np),
+            "--min-np",
+            str(min_np),
+            "--max-np",
+            str(np),
+            "--network-interface",
+            "lo",
+            "--elastic-timeout",
+            str(ELASTIC_TIMEOUT),
+            "--host-discovery-script",
+            discovery or f"echo localhost:{np}",
+            *program,
+        ]
     raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")
 
 
@@ -125,38 +154,64 @@ def _exit_status(code: str) -> str:
 # OpenMPI's signal report) say, then the launchers' own "first process to exit" reports.
 _FROM_RANKS = (
     # OpenMPI (mpirun, horovodrun --mpi): a rank killed by a signal
-    (re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \((\w+)\))?"),
-     lambda m: f"rank {m[1]} failed first (killed by signal {m[2]}" + (f", {m[3]})" if m[3] else ")")),
+    (
+        re.compile(
+            r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \((\w+)\))?"
+        ),
+        lambda m: (
+            f"rank {m[1]} failed first (killed by signal {m[2]}" + (f", {m[3]})" if m[3] else ")")
+        ),
+    ),
     # the course's scripts (hvdcourse.examples.cli.run_main): the rank that raised, not those Horovod stopped
-    (re.compile(r"\[hvdcourse\] rank (\d+) failed: ((?:(?!\[hvdcourse|\[\d+[,\]])[^\n]){0,120})"),
-     lambda m: f"rank {m[1]} failed first ({m[2].strip()})"),
+    (
+        re.compile(
+            r"\[hvdcourse\] rank (\d+) failed: ((?:(?!\[hvdcourse|\[\d+[,\]])[^\n]){0,120})"
+        ),
+        lambda m: f"rank {m[1]} failed first ({m[2].strip()})",
+    ),
     # the course's fault injection (hvdcourse.course.faults)
-    (re.compile(r"\[hvdcourse\.faults\] rank (\d+): injecting '(\w+)'"),
-     lambda m: f"rank {m[1]} failed first (injected '{m[2]}')"),
+    (
+        re.compile(r"\[hvdcourse\.faults\] rank (\d+): injecting '(\w+)'"),
+        lambda m: f"rank {m[1]} failed first (injected '{m[2]}')",
+    ),
     # Horovod's stall check: ranks that never joined a collective
-    (re.compile(r"Missing ranks:\s*\n(?:\[[\d,]+\]<\w+>:)?\s*(\d+)!?: \["),
-     lambda m: f"rank {m[1]} failed first (stalled: it never joined the others' collective)"),
+    (
+        re.compile(r"Missing ranks:\s*\n(?:\[[\d,]+\]<\w+>:)?\s*(\d+)!?: \["),
+        lambda m: f"rank {m[1]} failed first (stalled: it never joined the others' collective)",
+    ),
 )
 _FROM_LAUNCHERS = (
     # OpenMPI: the first rank that exited with a non-zero status
-    (re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
-     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    (
+        re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
+        lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})",
+    ),
     # horovodrun --gloo: "Process name: 1 / Exit code: 1" (first process to fail)
-    (re.compile(r"Process name:\s*(\d+)\s*\n\s*Exit code:\s*(-?\d+)"),
-     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    (
+        re.compile(r"Process name:\s*(\d+)\s*\n\s*Exit code:\s*(-?\d+)"),
+        lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})",
+    ),
     # horovodrun elastic: "Process name: localhost[1]" is a host and a slot, not a rank
-    (re.compile(r"Process name:\s*([\w.\-]+)\[(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
-     lambda m: f"the worker in slot {m[2]} of host {m[1]} failed first ({_exit_status(m[3])})"),
+    (
+        re.compile(r"Process name:\s*([\w.\-]+)\[(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)"),
+        lambda m: f"the worker in slot {m[2]} of host {m[1]} failed first ({_exit_status(m[3])})",
+    ),
     # horovodrun --gloo, while it stops the others: "Process 1 exit with status code 137."
-    (re.compile(r"Process (\d+) exit with status code (-?\d+)"),
-     lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})"),
+    (
+        re.compile(r"Process (\d+) exit with status code (-?\d+)"),
+        lambda m: f"rank {m[1]} failed first ({_exit_status(m[2])})",
+    ),
     # a Python traceback in output tagged by rank (horovodrun: "[1]<stderr>:", "[1,1]<stderr>:")
-    (re.compile(r"^\[(?:\d+,)?(\d+)\]<stderr>:Traceback", re.M),
-     lambda m: f"rank {m[1]} failed first (Python exception)"),
+    (
+        re.compile(r"^\[(?:\d+,)?(\d+)\]<stderr>:Traceback", re.M),
+        lambda m: f"rank {m[1]} failed first (Python exception)",
+    ),
 )
 # A course script that stopped on bad input prints one "hvdcourse: error: ..." line (no rank failed: all
 # stop; hvdcourse.runtime.errors.run_cli).
-_REPORTED_ERROR = re.compile(r"^(?:\[[\d,]+\]<stderr>:)?(?:hvdcourse: )?(error: [^\n]{1,300})", re.M)
+_REPORTED_ERROR = re.compile(
+    r"^(?:\[[\d,]+\]<stderr>:)?(?:hvdcourse: )?(error: [^\n]{1,300})", re.M
+)
 
 
 def failure_summary(output: str) -> str:
@@ -197,9 +252,19 @@ def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
             continue
 
 
-def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float = 300,
-              env: dict | None = None, cwd: str | None = None, max_output: int = 2_000_000,
-              echo: bool = False, on_line=None, discovery: str | None = None, min_np: int = 1) -> RankRun:
+def run_ranks(
+    program: list,
+    np: int = 2,
+    launcher: str = "gloo",
+    timeout: float = 300,
+    env: dict | None = None,
+    cwd: str | None = None,
+    max_output: int = 2_000_000,
+    echo: bool = False,
+    on_line=None,
+    discovery: str | None = None,
+    min_np: int = 1,
+) -> RankRun:
     """Run ``program`` on ``np`` ranks; never longer than ``timeout`` seconds.
 
     ``program`` is e.g. ``[sys.executable, "-m", "hvdcourse.examples.train_hvd", "--epochs", "1"]``.
@@ -213,22 +278,40 @@ def run_ranks(program: list, np: int = 2, launcher: str = "gloo", timeout: float
     cmd = launcher_command(np, launcher, program, discovery=discovery, min_np=min_np)
     folder = rank_results.new_folder()
     try:
-        run = _run(cmd, launcher, timeout, {**(env or {}), rank_results.VARIABLE: folder}, cwd, max_output,
-                   echo, on_line)
+        run = _run(
+            cmd,
+            launcher,
+            timeout,
+            {**(env or {}), rank_results.VARIABLE: folder},
+            cwd,
+            max_output,
+            echo,
+            on_line,
+        )
         run.results = rank_results.collect(folder, np)
     finally:
         rank_results.remove_folder(folder)
     return run
 
 
-def _run(cmd: list, launcher: str, timeout: float, env: dict, cwd, max_output: int, echo: bool,
-         on_line) -> RankRun:
+def _run(
+    cmd: list, launcher: str, timeout: float, env: dict, cwd, max_output: int, echo: bool, on_line
+) -> RankRun:
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", env=launch_env(env), cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=launch_env(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
     chunks, size, timed_out = [], 0, False
     try:
         import selectors
+
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         while True:
@@ -259,16 +342,22 @@ def _run(cmd: list, launcher: str, timeout: float, env: dict, cwd, max_output: i
     returncode = proc.wait()
     output = mend_tagged_lines("".join(chunks))
     seconds = time.monotonic() - start
-    failure = failure_summary(output) if returncode != 0 and not timed_out and launcher != "python" else ""
+    failure = (
+        failure_summary(output)
+        if returncode != 0 and not timed_out and launcher != "python"
+        else ""
+    )
     if launcher == "mpirun":
         output = _RANK_TAG.sub("", output)  # the tags were only asked for to rejoin lines
     if timed_out:
         output += f"\n[hvdcourse] TIMEOUT: stopped after {timeout:.0f} s; all ranks were killed.\n"
     elif returncode != 0 and launcher != "python":
-        output += (f"\n[hvdcourse] FAILED after {seconds:.1f} s (exit {returncode}): "
-                   f"{failure or 'the output does not say which rank failed first'}.\n")
+        output += (
+            f"\n[hvdcourse] FAILED after {seconds:.1f} s (exit {returncode}): "
+            f"{failure or 'the output does not say which rank failed first'}.\n"
+        )
         if echo:
-            print(output[output.rindex("[hvdcourse] FAILED"):], end="", flush=True)
+            print(output[output.rindex("[hvdcourse] FAILED") :], end="", flush=True)
     return RankRun(cmd, returncode if not timed_out else 124, output, seconds, timed_out, failure)
 
 
@@ -290,8 +379,10 @@ def main(argv=None) -> int:
     except ValueError as err:  # a wrong launcher/np combination (no MPI: MissingToolError, exit 2)
         raise UsageError(str(err)) from None
     if result.timed_out:
-        raise RunTimeout(f"the run timed out after {args.timeout:.0f} s and all ranks were killed; "
-                         "raise --timeout or make the run shorter")
+        raise RunTimeout(
+            f"the run timed out after {args.timeout:.0f} s and all ranks were killed; "
+            "raise --timeout or make the run shorter"
+        )
     return result.returncode
 
 

@@ -3,6 +3,7 @@
 OpenMPI refuses to run as root and to start more ranks than cores unless told to; containers and CI
 run as root on small machines, so every launcher of the course goes through :func:`launch_env`.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,6 @@ _MPI_DEFAULTS = {
 }
 
 
-
-
 def launch_env(extra: dict | None = None, base: dict | None = None) -> dict:
     """Return a copy of ``base`` (default: ``os.environ``) with the course's MPI defaults added.
 
@@ -54,5 +53,6 @@ def require_mpi() -> str:
     if path is None:
         raise MissingToolError(
             "MPI not found: no 'mpirun' on PATH. Install OpenMPI (sudo apt-get install openmpi-bin "
-            "libopenmpi-dev) or load your site's MPI module (module load openmpi), then retry.")
+            "libopenmpi-dev) or load your site's MPI module (module load openmpi), then retry."
+        )
     return path

@@ -5,13 +5,15 @@ the folder to put on ``PYTHONPATH`` for processes that must import this checkout
 Modules ask here instead of counting ``os.path.dirname`` levels from their own file, so moving a
 module between the package's layers does not move what it reads.
 """
+
 from __future__ import annotations
 
 import os
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hvdcourse
 ROOT = os.path.dirname(PACKAGE)
-BOOK_DATA = os.path.join(ROOT, "book", "data")  # measured data the lessons read (bench, times, grading)
+# measured data the lessons read (bench, times, grading)
+BOOK_DATA = os.path.join(ROOT, "book", "data")
 BUILD = os.path.join(ROOT, "_build")  # the book's build folder (ignored by git)
 
 

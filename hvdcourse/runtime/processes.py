@@ -5,6 +5,7 @@ Slurm cluster, a test session) finds them again by something they cannot shed: a
 environment (inherited by every descendant, even once re-parented), their user, or their process
 group; and ends them the same way: SIGTERM, a grace period, SIGKILL for what is left.
 """
+
 from __future__ import annotations
 
 import os
@@ -80,7 +81,7 @@ def end(procs, grace: float = 5.0, groups=()) -> list:
     ``grace=0`` kills at once (a sandbox's processes get no chance to react). Returns the processes
     still alive afterwards (normally none)."""
     procs = [p for p in procs if _alive(p)]
-    for sig in ((signal.SIGKILL,) if grace <= 0 else (signal.SIGTERM, signal.SIGKILL)):
+    for sig in (signal.SIGKILL,) if grace <= 0 else (signal.SIGTERM, signal.SIGKILL):
         for pgid in groups:
             try:
                 os.killpg(pgid, sig)

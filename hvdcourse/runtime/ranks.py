@@ -4,6 +4,7 @@ Every launcher the course uses (horovodrun, mpirun, srun with PMIx or PMI) puts 
 environment before Python starts; reading it needs no Horovod and no MPI, so a script can name its
 rank in an error line even when it fails before ``hvd.init()``.
 """
+
 from __future__ import annotations
 
 import os

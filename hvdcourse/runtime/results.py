@@ -11,6 +11,7 @@ A rank may report several times (the throughput benchmark reports each batch siz
 its file holds the list of its records, and ``RankRun.results[R]`` is that list, or ``None`` when
 rank ``R`` reported nothing (it failed, or only another rank reports).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,4 +71,3 @@ def collect(folder: str, np: int) -> list:
 
 def remove_folder(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
-

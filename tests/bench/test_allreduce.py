@@ -1,4 +1,5 @@
 """hvdcourse.course.bench.allreduce: sizes, bus bandwidth and correct sums on 2 ranks (tiny sizes)."""
+
 import pytest
 
 from conftest import PYTHON
@@ -22,11 +23,26 @@ def test_small_messages_are_timed_in_batches_large_ones_alone():
     assert iterations_for(64 * 2**20) == 2
 
 
-@pytest.mark.parametrize("launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring"]), ("gloo", ["hvd"])])
+@pytest.mark.parametrize(
+    "launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring"]), ("gloo", ["hvd"])]
+)
 def test_every_implementation_sums_correctly_on_2_ranks(launcher, impls):
     args = [a for impl in impls for a in ("--impl", impl)]
-    run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.allreduce", *args, "--max-bytes", "16384", "--repeats", "2"],
-                    np=2, launcher=launcher, timeout=180)
+    run = run_ranks(
+        [
+            PYTHON,
+            "-m",
+            "hvdcourse.course.bench.allreduce",
+            *args,
+            "--max-bytes",
+            "16384",
+            "--repeats",
+            "2",
+        ],
+        np=2,
+        launcher=launcher,
+        timeout=180,
+    )
     assert run.ok, run.output[-2000:]
     found = run.results[0]
     assert [d["impl"] for d in found] == impls

@@ -1,8 +1,19 @@
 """hvdcourse.course.bench.machine: every result file says what it was measured on."""
+
 from hvdcourse.course.bench.machine import describe_machine, memcopy_bandwidth
 
-KEYS = {"cpu_model", "logical_cores", "memory_gib", "os", "python", "tensorflow", "horovod", "mpi", "date",
-        "load_average_1_5_15min"}
+KEYS = {
+    "cpu_model",
+    "logical_cores",
+    "memory_gib",
+    "os",
+    "python",
+    "tensorflow",
+    "horovod",
+    "mpi",
+    "date",
+    "load_average_1_5_15min",
+}
 
 
 def test_machine_description_names_cpu_cores_memory_os_versions_date_and_load():

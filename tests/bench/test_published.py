@@ -1,4 +1,5 @@
 """hvdcourse.course.bench.published: published tables, transcribed, with their speedups and inconsistencies."""
+
 from hvdcourse.course.bench.published import as_fraction, horovod_ray_table
 
 
@@ -15,5 +16,5 @@ def test_horovod_ray_two_gpus_never_reach_2x_and_horovod_is_sometimes_slower():
 
 def test_horovod_ray_images_per_second_is_60000_over_training_time_in_most_rows():
     table = horovod_ray_table()
-    matches = (abs(table["60000/time 2 GPUs"] - table["images/s 2 GPUs"]) <= 1)
+    matches = abs(table["60000/time 2 GPUs"] - table["images/s 2 GPUs"]) <= 1
     assert matches.all()

@@ -1,11 +1,19 @@
 """hvdcourse.course.bench.suite: one command writes every result file, with the machine (tiny settings)."""
+
 import json
 import os
 
 import pytest
 
-from hvdcourse.course.bench.suite import (Config, QUICK, concurrent_memcopy, ladder_configs, main_configs, run_suite,
-                                          sweep_configs)
+from hvdcourse.course.bench.suite import (
+    Config,
+    QUICK,
+    concurrent_memcopy,
+    ladder_configs,
+    main_configs,
+    run_suite,
+    sweep_configs,
+)
 
 
 def test_equal_configurations_share_one_run():
@@ -15,8 +23,15 @@ def test_equal_configurations_share_one_run():
 
 def test_main_comparison_uses_one_model_data_and_batch_for_all():
     configs = main_configs()
-    assert {c.label for c in configs} == {"keras-1core", "keras-2cores", "hvd-1rank", "hvd-2ranks-gloo",
-                                          "hvd-2ranks-mpi", "mwms-2workers", "keras-2x1core-solo"}
+    assert {c.label for c in configs} == {
+        "keras-1core",
+        "keras-2cores",
+        "hvd-1rank",
+        "hvd-2ranks-gloo",
+        "hvd-2ranks-mpi",
+        "mwms-2workers",
+        "keras-2x1core-solo",
+    }
     assert len({(c.batch, c.data) for c in configs}) == 1
 
 
@@ -28,7 +43,14 @@ def test_baseline_is_pinned_to_one_core_with_one_thread():
 def test_ladder_ends_at_the_tuned_configuration():
     tuned = [c for c in main_configs() if c.label == "hvd-2ranks-mpi"][0]
     assert ladder_configs()[-1].key() == tuned.key()
-    assert set(sweep_configs()) >= {"threads", "cycle_time_ms", "fusion_threshold", "groups", "transport", "batch"}
+    assert set(sweep_configs()) >= {
+        "threads",
+        "cycle_time_ms",
+        "fusion_threshold",
+        "groups",
+        "transport",
+        "batch",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +72,23 @@ def test_quick_suite_measures_every_main_run_it_lists(quick_suite):
     rows = docs["throughput"]["results"]
     assert all("median_images_per_s" in r for r in rows), [r.get("output_tail") for r in rows]
     assert {t["target"] for t in docs["throughput"]["targets"]} == {
-        "efficiency_2_ranks", "hvd_1_rank_vs_keras", "hvd_vs_mwms", "allreduce_64mb_vs_memcopy"}
+        "efficiency_2_ranks",
+        "hvd_1_rank_vs_keras",
+        "hvd_vs_mwms",
+        "allreduce_64mb_vs_memcopy",
+    }
 
 
 def test_quick_suite_records_a_cpu_trace(quick_suite):
     _, docs = quick_suite
     traces = [t for t in docs["monitor"]["runs"].values() if t]
-    assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(traces[0][0])
+    assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(
+        traces[0][0]
+    )
 
 
 def test_memory_copy_on_both_cores_gives_one_bandwidth_per_rank():
     doc = concurrent_memcopy(QUICK)
-    assert len(doc["per_core_bytes_per_second"]) == 2 and all(b > 0 for b in doc["per_core_bytes_per_second"])
+    assert len(doc["per_core_bytes_per_second"]) == 2 and all(
+        b > 0 for b in doc["per_core_bytes_per_second"]
+    )

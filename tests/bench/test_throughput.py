@@ -1,4 +1,5 @@
 """hvdcourse.course.bench.throughput: what is timed, binding, data, and a tiny run per mode."""
+
 import subprocess
 
 import numpy as np
@@ -28,8 +29,10 @@ def test_memory_dataset_gives_full_batches_even_from_few_images():
 
 
 def test_bind_core_pins_the_process_to_one_core():
-    code = ("import os; from hvdcourse.course.bench.throughput import bind_to_core; "
-            "core = bind_to_core(1); print(sorted(os.sched_getaffinity(0)) == [core])")
+    code = (
+        "import os; from hvdcourse.course.bench.throughput import bind_to_core; "
+        "core = bind_to_core(1); print(sorted(os.sched_getaffinity(0)) == [core])"
+    )
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
 
@@ -38,11 +41,17 @@ def tiny_run(mode, ranks, launcher):
     argv = ["--mode", mode, *TINY, "--bind", "core"]
     if mode == "mwms":
         return launch_local_workers("hvdcourse.course.bench.throughput", ranks, argv, timeout=240)
-    return run_ranks([PYTHON, "-m", "hvdcourse.course.bench.throughput", *argv], np=ranks, launcher=launcher,
-                     timeout=240)
+    return run_ranks(
+        [PYTHON, "-m", "hvdcourse.course.bench.throughput", *argv],
+        np=ranks,
+        launcher=launcher,
+        timeout=240,
+    )
 
 
-@pytest.mark.parametrize("mode,ranks,launcher", [("keras", 1, "python"), ("hvd", 2, "gloo"), ("mwms", 2, None)])
+@pytest.mark.parametrize(
+    "mode,ranks,launcher", [("keras", 1, "python"), ("hvd", 2, "gloo"), ("mwms", 2, None)]
+)
 def test_each_mode_reports_one_timing_per_repeat_from_rank_0(mode, ranks, launcher):
     run = tiny_run(mode, ranks, launcher)
     assert run.ok, run.output[-3000:]
@@ -55,8 +64,12 @@ def test_each_mode_reports_one_timing_per_repeat_from_rank_0(mode, ranks, launch
 
 
 def test_solo_mode_trains_independent_processes_and_counts_both():
-    run = run_ranks([PYTHON, "-m", "hvdcourse.course.bench.throughput", "--mode", "solo", *TINY], np=2, launcher="mpirun",
-                    timeout=240)
+    run = run_ranks(
+        [PYTHON, "-m", "hvdcourse.course.bench.throughput", "--mode", "solo", *TINY],
+        np=2,
+        launcher="mpirun",
+        timeout=240,
+    )
     assert run.ok, run.output[-3000:]
     (result,) = run.results[0]
     assert result["mode"] == "solo" and result["ranks"] == 2 and result["global_batch"] == 16

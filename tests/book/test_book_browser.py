@@ -1,14 +1,22 @@
 """The built book in headless Chromium: pages render, outputs, figures, exercises, links, offline."""
+
 import os
-from urllib.parse import urldefrag, urljoin, urlparse
+from urllib.parse import urldefrag, urlparse
 
 import pytest
 
 from test_book_build import ROOT, toc_pages
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync", "--disable-quic"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
 # Lessons whose executed cells draw plots (matplotlib images must be in the page).
 PAGES_WITH_PLOTS = ["notebooks/03_allreduce", "notebooks/06_timeline", "notebooks/07_performance"]
 
@@ -23,8 +31,15 @@ def pages(book_url):
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page()
         external = []
-        page.on("request", lambda r: external.append(r.url) if urlparse(r.url).hostname not in
-                ("127.0.0.1", None) and not r.url.startswith("data:") else None)
+        page.on(
+            "request",
+            lambda r: (
+                external.append(r.url)
+                if urlparse(r.url).hostname not in ("127.0.0.1", None)
+                and not r.url.startswith("data:")
+                else None
+            ),
+        )
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         for name in toc_pages():

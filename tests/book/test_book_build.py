@@ -1,4 +1,5 @@
 """make book: every lesson executes (within budget) and the HTML book is complete."""
+
 import json
 import math
 import os
@@ -20,7 +21,9 @@ def toc_pages():
 
 
 def test_every_page_of_the_toc_was_built(built_book):
-    missing = [p for p in toc_pages() if not os.path.isfile(os.path.join(built_book["html"], p + ".html"))]
+    missing = [
+        p for p in toc_pages() if not os.path.isfile(os.path.join(built_book["html"], p + ".html"))
+    ]
     assert not missing
 
 
@@ -48,7 +51,9 @@ def test_every_lesson_shows_its_execution_time_from_myst_nb(built_book):
     times = execution_times()
     for page in toc_pages():
         if page.startswith("notebooks/"):
-            text = re.sub(r"<[^>]+>", "", open(os.path.join(built_book["html"], page + ".html")).read())
+            text = re.sub(
+                r"<[^>]+>", "", open(os.path.join(built_book["html"], page + ".html")).read()
+            )
             seconds = times[page.rsplit("/", 1)[-1]]["runtime"]
             shown = f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}"
             assert f"took {shown} s (executed " in " ".join(text.split()), page
@@ -56,7 +61,7 @@ def test_every_lesson_shows_its_execution_time_from_myst_nb(built_book):
 
 def test_instructor_guide_tables_every_page_execution(built_book):
     html = open(os.path.join(built_book["html"], "book", "instructor_guide.html")).read()
-    table = html[html.index("Run Time (s)"):]
+    table = html[html.index("Run Time (s)") :]
     missing = [p for p in toc_pages() if p.rsplit("/", 1)[-1] not in table]
     assert not missing
 
@@ -74,19 +79,27 @@ def test_lessons_follow_the_skeleton():
         if not page.startswith("notebooks/"):
             continue
         text = open(os.path.join(ROOT, page + ".md")).read()
-        for part in ("jupytext:", "**Objectives**", "**Prerequisites**", "**Time**", "## Key points",
-                     "## Exercises"):
+        for part in (
+            "jupytext:",
+            "**Objectives**",
+            "**Prerequisites**",
+            "**Time**",
+            "## Key points",
+            "## Exercises",
+        ):
             assert part in text, f"{page}: missing {part!r}"
 
 
 def test_every_lesson_states_its_planned_times():
     from hvdcourse.course.book.course_map import lessons
+
     unplanned = [row["lesson"] for row in lessons() if row["teaching_min"] is None]
     assert not unplanned, "Overview needs '**Time**: teaching N min, exercises M min'"
 
 
 def test_one_day_plan_fits_in_the_teaching_day_without_the_droppable_lessons():
     from hvdcourse.course.book import course_map
+
     plan = course_map.one_day_plan()
     assert set(plan["day"]) == {1}
     assert plan["ends"].max() <= "17:30"
@@ -96,12 +109,14 @@ def test_one_day_plan_fits_in_the_teaching_day_without_the_droppable_lessons():
 
 def test_whole_course_with_graded_exercises_does_not_fit_in_one_day():
     from hvdcourse.course.book import course_map
+
     with pytest.raises(ValueError, match="do not fit in 1 day"):
         course_map.day_plan(1)
 
 
 def test_two_day_plan_holds_every_lesson_once_in_course_order():
     from hvdcourse.course.book import course_map
+
     plan = course_map.two_day_plan()
     taught = [t for t in plan["lesson"] if not t.startswith("(")]
     assert taught == [row["title"] for row in course_map.lessons()]
@@ -110,13 +125,18 @@ def test_two_day_plan_holds_every_lesson_once_in_course_order():
 
 def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesson():
     from hvdcourse.course.book import course_map
-    placed = {ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items}
-    assert placed["ex06_lr_warmup"] == "05_conversion"  # the conversion lesson teaches it and links it
+
+    placed = {
+        ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items
+    }
+    # the conversion lesson teaches it and links it
+    assert placed["ex06_lr_warmup"] == "05_conversion"
     assert placed["ex01_collectives"] == "04_horovod_design"
 
 
 def test_lesson_blocks_add_measured_demo_minutes_rounded_up():
     from hvdcourse.course.book import course_map
+
     recorded = json.load(open(course_map.TIMES))["lessons"]
     for block in course_map.lesson_blocks(graded=False):
         seconds = recorded.get(block["lesson"], 0)
@@ -129,9 +149,14 @@ def _notebook(markdown, glued):
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_markdown_cell(markdown))
     code = nbformat.v4.new_code_cell("glue(...)")
-    code.outputs = [nbformat.v4.new_output("display_data", data={"application/papermill.record/text/plain": "1"},
-                                           metadata={"scrapbook": {"name": key, "mime_prefix": ""}})
-                    for key in glued]
+    code.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/papermill.record/text/plain": "1"},
+            metadata={"scrapbook": {"name": key, "mime_prefix": ""}},
+        )
+        for key in glued
+    ]
     nb.cells.append(code)
     return nb
 
@@ -139,14 +164,19 @@ def _notebook(markdown, glued):
 def test_glue_references_without_a_glued_value_are_reported():
     from hvdcourse.course.book.book_build import unglued_references
 
-    nb = _notebook("It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times.\n\n```{glue:figure} fig\n```", ["ratio"])
+    nb = _notebook(
+        "It took {glue:text}`ring_ms:.1f` ms, {glue}`ratio` times.\n\n```{glue:figure} fig\n```",
+        ["ratio"],
+    )
     assert unglued_references(nb) == ["fig", "ring_ms"]
 
 
 def test_every_glue_reference_glued_reports_nothing():
     from hvdcourse.course.book.book_build import glued_keys, unglued_references
 
-    nb = _notebook("From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"])
+    nb = _notebook(
+        "From {glue:text}`a:,.0f` to {glue:text}`b` (and {glue:text}`other::c`).", ["a", "b"]
+    )
     assert glued_keys(nb) == ["a", "b"] and unglued_references(nb) == []
 
 
@@ -158,7 +188,11 @@ def test_no_lesson_links_an_exercise_whose_lessons_come_later():
     needs = {}
     for name in os.listdir(course_map.EXERCISE_SOURCES):
         text = open(os.path.join(course_map.EXERCISE_SOURCES, name)).read()
-        named = re.search(r"^\*Lessons?: (.*?)(?: \(.*?\))?\. Time:", text, re.M | re.S).group(1).split("; ")
+        named = (
+            re.search(r"^\*Lessons?: (.*?)(?: \(.*?\))?\. Time:", text, re.M | re.S)
+            .group(1)
+            .split("; ")
+        )
         unknown = [title for title in named if title not in order]
         assert not unknown, f"{name} names lessons that the book does not have: {unknown}"
         needs[name[:-3]] = max(order[title] for title in named)
@@ -167,5 +201,7 @@ def test_no_lesson_links_an_exercise_whose_lessons_come_later():
         text = open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
         for exercise in set(re.findall(r"exercises/(ex\d\d_\w+)\.ipynb", text)):
             linked.add(exercise)
-            assert needs[exercise] <= order[row["title"]], f"{row['lesson']} links {exercise} before its lesson"
+            assert needs[exercise] <= order[row["title"]], (
+                f"{row['lesson']} links {exercise} before its lesson"
+            )
     assert linked == set(needs), f"exercises no lesson links: {sorted(set(needs) - linked)}"

@@ -5,6 +5,7 @@ A throwaway book of one small page in tmp_path, built by ``hvdcourse.course.book
 own ``_config.yml`` (the real book takes minutes): the page's code cell appends a line to a file on
 every execution, so the file counts the executions.
 """
+
 import os
 import re
 import time
@@ -59,7 +60,9 @@ def make_book(root):
 
 
 def build(root, capsys):
-    assert book_build.build_book(timeout=300, root=str(root), inputs=("minipkg",)) == 0, capsys.readouterr().out
+    assert book_build.build_book(timeout=300, root=str(root), inputs=("minipkg",)) == 0, (
+        capsys.readouterr().out
+    )
     html = (root / "_build" / "html" / "page.html").read_text()
     runs = (root / "runs.log").read_text().count("run")
     return html, runs, capsys.readouterr().out
@@ -76,11 +79,13 @@ def test_unchanged_page_is_not_executed_again_and_a_package_change_executes_it(t
     assert "0 of 1 pages executed" in out and "page: from the cache" in out
 
     (tmp_path / "page.md").write_text(PAGE.replace("# A small page", "# A small page, retitled"))
-    html, runs, out = build(tmp_path, capsys)  # page read again, its code unchanged: jupyter-cache's outputs
+    # page read again, its code unchanged: jupyter-cache's outputs
+    html, runs, out = build(tmp_path, capsys)
     assert runs == 1 and "answer 41" in html and "retitled" in html
     assert "0 of 1 pages executed" in out
 
-    (tmp_path / "minipkg" / "__init__.py").write_text(PACKAGE.format(answer=42))  # the page's code is unchanged
+    # the page's code is unchanged
+    (tmp_path / "minipkg" / "__init__.py").write_text(PACKAGE.format(answer=42))
     html, runs, out = build(tmp_path, capsys)
     assert runs == 2 and "answer 42" in html and "answer 41" not in html
     assert "every page executes" in out and "1 of 1 pages executed" in out
@@ -101,7 +106,9 @@ def test_the_role_shows_the_time_myst_nb_measured(tmp_path, capsys):
 def test_a_failing_page_fails_the_build_and_the_next_build_reads_it_again(tmp_path, capsys):
     make_book(tmp_path)
     build(tmp_path, capsys)
-    (tmp_path / "page.md").write_text(PAGE.replace("print(minipkg.run())", "raise RuntimeError('broken')"))
+    (tmp_path / "page.md").write_text(
+        PAGE.replace("print(minipkg.run())", "raise RuntimeError('broken')")
+    )
     assert book_build.build_book(timeout=300, root=str(tmp_path), inputs=("minipkg",)) != 0
     assert not (tmp_path / "_build" / ".doctrees" / "environment.pickle").exists()
 
@@ -125,7 +132,8 @@ def test_the_digest_covers_the_package_but_not_the_pages_or_the_recorded_times(t
 
 
 def test_a_data_file_that_appears_changes_the_digest(tmp_path):
-    data = tmp_path / "keras" / "mnist.npz"  # an absolute input, like hvdcourse.examples.data.KERAS_CACHE
+    # an absolute input, like hvdcourse.examples.data.KERAS_CACHE
+    data = tmp_path / "keras" / "mnist.npz"
     before = book_build.inputs_digest(str(tmp_path), inputs=(str(data),))
     data.parent.mkdir()
     data.write_bytes(b"full MNIST")

@@ -2,6 +2,7 @@
 
 (The role inside a real build: tests/book/test_book_cache.py.)
 """
+
 import datetime
 
 import pytest
@@ -13,7 +14,10 @@ MTIME = datetime.datetime(2026, 11, 23, 14, 5).timestamp()
 
 def test_seconds_date_and_machine_of_an_executed_page():
     data = {"runtime": 95.1, "mtime": MTIME, "method": "cache", "succeeded": True}
-    assert execution_time_text(data, "test box, 2 cores") == "95 s (executed 2026-11-23 on test box, 2 cores)"
+    assert (
+        execution_time_text(data, "test box, 2 cores")
+        == "95 s (executed 2026-11-23 on test box, 2 cores)"
+    )
     assert execution_time_text({**data, "runtime": 1.54}, "box").startswith("1.5 s (")
 
 
@@ -37,6 +41,7 @@ def test_every_lesson_of_the_book_uses_the_role_with_its_own_name():
     import re
 
     from hvdcourse.course.book.course_map import ROOT, lessons
+
     for row in lessons():
         text = open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
         assert re.findall(r"\{execution-time\}`([^`]+)`", text) == [row["lesson"]], row["lesson"]

@@ -30,7 +30,8 @@ def test_ex05_unconverted_script_fails_everything_but_running():
     assert result.score == 1 and by_text["trains on 2 ranks and returns (model, x_train)"].passed
     assert "BroadcastGlobalVariablesCallback(0)" in by_text[
         "after the first step both ranks hold rank 0's weights (broadcast)"].hint
-    n_train = len(data.load_mnist(quiet=True).x_train)  # no sharding: each rank trained on all of it
+    # no sharding: each rank trained on all of it
+    n_train = len(data.load_mnist(quiet=True).x_train)
     assert f"{n_train} examples, rank 1 on {n_train}" in by_text[
         "the ranks trained on disjoint parts that together are the whole training set"].detail
     assert "still the single-worker one" in by_text["the learning rate is scaled by the number of workers"].hint

@@ -7,6 +7,7 @@ Each student edits the learner notebook of an exercise the way a student would: 
 (the one with the placeholder) gets their code; some also add cells. alice answers well; bob makes
 the classic mistakes; carol, dave and eve submit the broken notebooks a grader must survive.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,10 @@ import nbformat
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "grading", "submissions")
 SOLUTION = object()  # "this student's answer is the solution cell"
-MARKER = "hvdcourse-sample-sleeper"  # in the command line of ranks that dave's notebook leaves running
+# in the command line of ranks that dave's notebook leaves running
+MARKER = "hvdcourse-sample-sleeper"
 
-BOB_EX01 = '''import numpy as np
+BOB_EX01 = """import numpy as np
 
 from hvdcourse.course.exercises import checks
 
@@ -34,9 +36,9 @@ def after_collectives(values):
         "broadcast_from_1": [arrays[1].tolist()] * size,
         "allgather": [arrays.tolist()] * size,  # a list of the ranks' vectors
     }
-'''
+"""
 
-BOB_EX02 = '''import numpy as np
+BOB_EX02 = """import numpy as np
 
 from hvdcourse.course.exercises import checks
 
@@ -46,9 +48,9 @@ def global_mean(hvd, local_values):
 
     local_mean = tf.constant(float(np.mean(local_values)), dtype=tf.float64)
     return float(hvd.allreduce(local_mean).numpy())  # the average of the ranks' means
-'''
+"""
 
-BOB_EX03 = '''import numpy as np
+BOB_EX03 = """import numpy as np
 
 from hvdcourse.course.exercises import checks
 
@@ -56,9 +58,9 @@ from hvdcourse.course.exercises import checks
 def shard_indices(num_examples, rank, size):
     per_rank = num_examples // size  # contiguous blocks; the remainder is forgotten
     return list(range(rank * per_rank, (rank + 1) * per_rank))
-'''
+"""
 
-BOB_EX04 = '''import numpy as np
+BOB_EX04 = """import numpy as np
 
 from hvdcourse.course.exercises import checks
 
@@ -74,17 +76,17 @@ def ring_allreduce(comm, x):
         total += incoming
         passing = incoming
     return total
-'''
+"""
 
-BOB_EX06 = '''def optimizer_and_warmup(hvd, base_lr, warmup_epochs, steps_per_epoch):
+BOB_EX06 = """def optimizer_and_warmup(hvd, base_lr, warmup_epochs, steps_per_epoch):
     scaled_lr = base_lr * hvd.size()
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.Adam(learning_rate=scaled_lr))
     # as in the source guide
     warmup = hvd.callbacks.LearningRateWarmupCallback(lr=scaled_lr, warmup_epochs=warmup_epochs, verbose=1)
     return optimizer, [warmup]
-'''
+"""
 
-BOB_EX07 = '''import os
+BOB_EX07 = """import os
 
 import tensorflow as tf
 
@@ -98,7 +100,7 @@ def distributed_callbacks(hvd, checkpoint_dir):
         tf.keras.callbacks.ModelCheckpoint(os.path.join(checkpoint_dir, "weights-{epoch}.h5"),
                                            save_weights_only=True),
     ]
-'''
+"""
 
 BOB_EX10 = '''from hvdcourse.course.exercises import checks
 
@@ -113,18 +115,18 @@ mpirun -np {nodes * tasks_per_node} python -m hvdcourse.examples.train_hvd --epo
 """
 '''
 
-BOB_EX11 = '''bugs = {}  # kind -> line number
+BOB_EX11 = """bugs = {}  # kind -> line number
 bugs = {"undefined-name": 20, "warmup-argument": 28, "unscaled-lr": 22, "every-rank-checkpoints": 12}
-'''
+"""
 
-SYNTAX_ERROR = '''import numpy as np
+SYNTAX_ERROR = """import numpy as np
 
 from hvdcourse.course.exercises import checks
 
 
 def after_collectives(values)
     return {}
-'''
+"""
 
 CRASH = "import os\n\nos._exit(1)  # the kernel dies here\n"
 SYS_EXIT = "import sys\n\nsys.exit('I give up')\n"
@@ -140,57 +142,86 @@ while True:
     pass
 '''
 HUGE_OUTPUT = 'for _ in range(10_000):\n    print("all work and no play " * 5_000)\n'
-RICH_OUTPUT = ('from IPython.display import display\n\nfor _ in range(100_000):  # rich output, not print()\n'
-               '    display({"text/plain": "x" * 10_000}, raw=True)\n')
-READ_SOLUTIONS = '''import os
+RICH_OUTPUT = (
+    "from IPython.display import display\n\nfor _ in range(100_000):  # rich output, not print()\n"
+    '    display({"text/plain": "x" * 10_000}, raw=True)\n'
+)
+READ_SOLUTIONS = """import os
 
 import hvdcourse
 
 root = os.path.dirname(os.path.dirname(hvdcourse.__file__))
 print(open(os.path.join(root, "solutions", "ex01_collectives.ipynb")).read()[:100])
-'''
-WRITE_OUTSIDE = '''with open("/tmp/hvdcourse-sample-eve-was-here.txt", "w") as fh:
+"""
+WRITE_OUTSIDE = """with open("/tmp/hvdcourse-sample-eve-was-here.txt", "w") as fh:
     fh.write("outside the sandbox")
-'''
-SHELL_SOLUTIONS = '''import os
+"""
+SHELL_SOLUTIONS = """import os
 import subprocess
 
 import hvdcourse
 
 root = os.path.dirname(os.path.dirname(hvdcourse.__file__))
 subprocess.run(["cat", os.path.join(root, "solutions", "ex10_slurm.ipynb")])
-'''
+"""
 
 # student -> {exercise notebook: (answer for the placeholder cell, [cells inserted before the answer])}
 CLASS = {
-    "alice": {name: (SOLUTION, []) for name in (
-        "ex01_collectives", "ex03_sharding", "ex04_ring_allreduce", "ex08_timeline",
-        "ex09_scaling", "ex10_slurm", "ex11_find_the_bug")},
-    "bob": {"ex01_collectives": (BOB_EX01, []), "ex02_global_mean": (BOB_EX02, []),
-            "ex03_sharding": (BOB_EX03, []),
-            "ex04_ring_allreduce": (BOB_EX04, []), "ex06_lr_warmup": (BOB_EX06, []),
-            "ex07_rank0_checkpoints": (BOB_EX07, []), "ex10_slurm": (BOB_EX10, []),
-            "ex11_find_the_bug": (BOB_EX11, [])},
-    "carol": {"ex01_collectives": (SYNTAX_ERROR, []), "ex03_sharding": (SOLUTION, [SYS_EXIT]),
-              "ex04_ring_allreduce": (SOLUTION, [CRASH])},
-    "dave": {"ex03_sharding": (SOLUTION, [RICH_OUTPUT]), "ex10_slurm": (SOLUTION, [ENDLESS]),
-             "ex11_find_the_bug": (SOLUTION, [HUGE_OUTPUT])},
-    "eve": {"ex01_collectives": (SOLUTION, [READ_SOLUTIONS]), "ex03_sharding": (SOLUTION, [WRITE_OUTSIDE]),
-            "ex10_slurm": (SOLUTION, [SHELL_SOLUTIONS])},
+    "alice": {
+        name: (SOLUTION, [])
+        for name in (
+            "ex01_collectives",
+            "ex03_sharding",
+            "ex04_ring_allreduce",
+            "ex08_timeline",
+            "ex09_scaling",
+            "ex10_slurm",
+            "ex11_find_the_bug",
+        )
+    },
+    "bob": {
+        "ex01_collectives": (BOB_EX01, []),
+        "ex02_global_mean": (BOB_EX02, []),
+        "ex03_sharding": (BOB_EX03, []),
+        "ex04_ring_allreduce": (BOB_EX04, []),
+        "ex06_lr_warmup": (BOB_EX06, []),
+        "ex07_rank0_checkpoints": (BOB_EX07, []),
+        "ex10_slurm": (BOB_EX10, []),
+        "ex11_find_the_bug": (BOB_EX11, []),
+    },
+    "carol": {
+        "ex01_collectives": (SYNTAX_ERROR, []),
+        "ex03_sharding": (SOLUTION, [SYS_EXIT]),
+        "ex04_ring_allreduce": (SOLUTION, [CRASH]),
+    },
+    "dave": {
+        "ex03_sharding": (SOLUTION, [RICH_OUTPUT]),
+        "ex10_slurm": (SOLUTION, [ENDLESS]),
+        "ex11_find_the_bug": (SOLUTION, [HUGE_OUTPUT]),
+    },
+    "eve": {
+        "ex01_collectives": (SOLUTION, [READ_SOLUTIONS]),
+        "ex03_sharding": (SOLUTION, [WRITE_OUTSIDE]),
+        "ex10_slurm": (SOLUTION, [SHELL_SOLUTIONS]),
+    },
 }
 MALFORMED = {"dave": "ex01_collectives"}  # a notebook cut in the middle of its JSON
 
 
 def answer_cell(nb) -> int:
     """Index of the learner notebook's first cell with a placeholder."""
-    return next(i for i, c in enumerate(nb.cells) if 'raise NotImplementedError("Exercise' in c.source)
+    return next(
+        i for i, c in enumerate(nb.cells) if 'raise NotImplementedError("Exercise' in c.source
+    )
 
 
 def build_notebook(name: str, answer, inserted: list):
     learner = nbformat.read(os.path.join(ROOT, "exercises", f"{name}.ipynb"), as_version=4)
     solution = nbformat.read(os.path.join(ROOT, "solutions", f"{name}.ipynb"), as_version=4)
     index = answer_cell(learner)
-    learner.cells[index].source = solution.cells[index].source if answer is SOLUTION else answer.rstrip("\n")
+    learner.cells[index].source = (
+        solution.cells[index].source if answer is SOLUTION else answer.rstrip("\n")
+    )
     for offset, source in enumerate(inserted):
         cell = nbformat.v4.new_code_cell(source.rstrip("\n"))
         cell.id = f"{learner.cells[index].id}-extra{offset}"
@@ -212,7 +243,9 @@ def build(out: str = OUT) -> list:
             written.append(path)
     for student, name in MALFORMED.items():
         path = os.path.join(out, student, f"{name}.ipynb")
-        text = nbformat.writes(nbformat.read(os.path.join(ROOT, "exercises", f"{name}.ipynb"), as_version=4))
+        text = nbformat.writes(
+            nbformat.read(os.path.join(ROOT, "exercises", f"{name}.ipynb"), as_version=4)
+        )
         with open(path, "w") as fh:
             fh.write(text[: len(text) // 2])  # the upload was cut
         written.append(path)

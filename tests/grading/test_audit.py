@@ -1,4 +1,5 @@
 """The sandbox policy of the grader (hvdcourse/course/grading/audit.py): what student code may read, write, run."""
+
 import json
 import os
 import subprocess
@@ -19,14 +20,19 @@ def layout(tmp_path):
 
 def test_opening_a_solution_is_a_violation(layout):
     root, policy = layout
-    assert policy.check("open", (str(root / "solutions" / "ex01.ipynb"), "r", 0)) == \
-        ("read-solutions", str(root / "solutions" / "ex01.ipynb"))
+    assert policy.check("open", (str(root / "solutions" / "ex01.ipynb"), "r", 0)) == (
+        "read-solutions",
+        str(root / "solutions" / "ex01.ipynb"),
+    )
 
 
 def test_a_symlink_inside_the_sandbox_does_not_hide_the_target(layout):
     root, policy = layout
     os.symlink(root / "solutions", root / "sandbox" / "innocent")
-    assert policy.check("open", (str(root / "sandbox" / "innocent" / "ex01.ipynb"), "r", 0))[0] == "read-solutions"
+    assert (
+        policy.check("open", (str(root / "sandbox" / "innocent" / "ex01.ipynb"), "r", 0))[0]
+        == "read-solutions"
+    )
 
 
 def test_listing_the_solutions_folder_is_a_violation(layout):
@@ -36,7 +42,10 @@ def test_listing_the_solutions_folder_is_a_violation(layout):
 
 def test_writing_inside_the_sandbox_is_allowed(layout):
     root, policy = layout
-    assert policy.check("open", (str(root / "sandbox" / "out.txt"), "w", os.O_WRONLY | os.O_CREAT)) is None
+    assert (
+        policy.check("open", (str(root / "sandbox" / "out.txt"), "w", os.O_WRONLY | os.O_CREAT))
+        is None
+    )
 
 
 def test_writing_outside_the_sandbox_is_a_violation(layout):
@@ -60,11 +69,21 @@ def test_a_program_whose_arguments_name_the_solutions_is_a_violation(layout):
 def test_hook_in_a_real_process_denies_and_logs(layout):
     root, _ = layout
     log = root / "violations.jsonl"
-    spec = json.dumps({"workdir": str(root / "sandbox"), "deny": [str(root / "solutions")], "log": str(log)})
-    code = ("from hvdcourse.course.grading import audit; audit.install()\n"
-            f"try:\n    open({str(root / 'solutions' / 'ex01.ipynb')!r}).read()\n"
-            "except PermissionError as err:\n    print('denied:', err)\n")
-    run = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{ENV: spec}), cwd=root / "sandbox",
-                         capture_output=True, text=True, timeout=60)
+    spec = json.dumps(
+        {"workdir": str(root / "sandbox"), "deny": [str(root / "solutions")], "log": str(log)}
+    )
+    code = (
+        "from hvdcourse.course.grading import audit; audit.install()\n"
+        f"try:\n    open({str(root / 'solutions' / 'ex01.ipynb')!r}).read()\n"
+        "except PermissionError as err:\n    print('denied:', err)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, **{ENV: spec}),
+        cwd=root / "sandbox",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "denied: [grader] open" in run.stdout
     assert json.loads(log.read_text().splitlines()[0])["kind"] == "read-solutions"

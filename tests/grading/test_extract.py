@@ -1,4 +1,5 @@
 """What the grader keeps of a notebook to judge its answers (hvdcourse/course/grading/extract.py)."""
+
 import nbformat
 
 from hvdcourse.course.grading.extract import extract
@@ -11,20 +12,38 @@ def _nb(*sources):
 
 
 def test_definitions_imports_and_constants_are_kept_calls_are_left_out():
-    out = extract(_nb("import numpy as np\nx = np.pi * 2\nnp.save('x', 1)", "def f(a, b=1):\n    return a\nbugs = {'a': 1}"))
-    assert {n: f["kind"] for n, f in out.bound.items()} == {"np": "import", "x": "value", "f": "function",
-                                                          "bugs": "literal"}
+    out = extract(
+        _nb(
+            "import numpy as np\nx = np.pi * 2\nnp.save('x', 1)",
+            "def f(a, b=1):\n    return a\nbugs = {'a': 1}",
+        )
+    )
+    assert {n: f["kind"] for n, f in out.bound.items()} == {
+        "np": "import",
+        "x": "value",
+        "f": "function",
+        "bugs": "literal",
+    }
     assert out.bound["bugs"]["value"] == {"a": 1} and out.left_out == [(1, 3, "a call")]
 
 
 def test_code_that_would_run_at_definition_time_is_left_out():
-    out = extract(_nb("def f(x=open('/tmp/x', 'w')):\n    pass", "class A:\n    def __init_subclass__(cls):\n        pass",
-                      "@attack\ndef g():\n    pass", "y = [open('/tmp/y')]", "class B(metaclass=M):\n    pass"))
+    out = extract(
+        _nb(
+            "def f(x=open('/tmp/x', 'w')):\n    pass",
+            "class A:\n    def __init_subclass__(cls):\n        pass",
+            "@attack\ndef g():\n    pass",
+            "y = [open('/tmp/y')]",
+            "class B(metaclass=M):\n    pass",
+        )
+    )
     assert out.bound == {} and {"A", "B", "f", "g", "y"} <= set(out.dropped_names)
 
 
 def test_an_untouched_answer_is_seen_as_the_placeholder_from_the_text():
-    out = extract(_nb('def global_mean(hvd, v):\n    raise NotImplementedError("Exercise 2: here")'))
+    out = extract(
+        _nb('def global_mean(hvd, v):\n    raise NotImplementedError("Exercise 2: here")')
+    )
     assert out.facts("global_mean") == {"kind": "function", "placeholder": True, "cell": 1}
 
 

@@ -1,5 +1,6 @@
 """hvdcourse-grade on the sample class (tests/grading/submissions): scores, feedback, summary, and one
 clear result for every broken notebook without stopping the batch."""
+
 import csv
 import json
 import os
@@ -24,14 +25,34 @@ def graded(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("results"))
     if os.path.exists(OUTSIDE_FILE):
         os.remove(OUTSIDE_FILE)
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", SUBMISSIONS, "--out", out,
-                          "--jobs", "2", "--timeout", "300", "--cell-timeout", "20", "--output-cap", "500"],
-                         capture_output=True, text=True, timeout=1500)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.grading.grader",
+            SUBMISSIONS,
+            "--out",
+            out,
+            "--jobs",
+            "2",
+            "--timeout",
+            "300",
+            "--cell-timeout",
+            "20",
+            "--output-cap",
+            "500",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:
         rows = {row["student"]: row for row in csv.DictReader(fh)}
     with open(os.path.join(out, "results.json")) as fh:
-        reports = {(s["student"], nb["name"][:-6]): nb for s in json.load(fh) for nb in s["notebooks"]}
+        reports = {
+            (s["student"], nb["name"][:-6]): nb for s in json.load(fh) for nb in s["notebooks"]
+        }
     return {"out": out, "stdout": run.stdout, "rows": rows, "reports": reports}
 
 
@@ -44,8 +65,9 @@ def test_committed_samples_are_what_the_builder_makes(tmp_path):
     written = samples.build(str(tmp_path))
     for path in written:
         committed = os.path.join(SUBMISSIONS, os.path.relpath(path, tmp_path))
-        assert open(path).read() == open(committed).read(), \
+        assert open(path).read() == open(committed).read(), (
             f"stale sample: run python tests/grading/grading_samples.py ({committed})"
+        )
 
 
 def test_progress_is_printed_for_every_notebook(graded):
@@ -55,7 +77,9 @@ def test_progress_is_printed_for_every_notebook(graded):
 
 def test_csv_has_one_row_per_student_and_a_column_per_exercise(graded):
     assert sorted(graded["rows"]) == ["alice", "bob", "carol", "dave", "eve"]
-    assert [f"ex{i:02d}" for i in range(1, 12)] == [k for k in graded["rows"]["alice"] if k.startswith("ex")]
+    assert [f"ex{i:02d}" for i in range(1, 12)] == [
+        k for k in graded["rows"]["alice"] if k.startswith("ex")
+    ]
 
 
 def test_correct_answers_get_full_marks(graded):
@@ -67,23 +91,27 @@ def test_correct_answers_get_full_marks(graded):
 
 def test_classic_mistakes_get_the_intended_deductions(graded):
     row = graded["rows"]["bob"]
-    assert {k: float(row[k]) for k in ("ex01", "ex02", "ex03", "ex04", "ex06", "ex07", "ex10", "ex11")} == \
-        {"ex01": 3, "ex02": 2, "ex03": 2, "ex04": 4, "ex06": 0, "ex07": 3, "ex10": 1, "ex11": 3}
+    assert {
+        k: float(row[k]) for k in ("ex01", "ex02", "ex03", "ex04", "ex06", "ex07", "ex10", "ex11")
+    } == {"ex01": 3, "ex02": 2, "ex03": 2, "ex04": 4, "ex06": 0, "ex07": 3, "ex10": 1, "ex11": 3}
 
 
-@pytest.mark.parametrize("message", [
-    "Horovod's allreduce AVERAGES by default",  # ex01: summed
-    "the result is one flat vector",  # ex01: nested allgather
-    "that is the average of the two ranks' means",  # ex02: unweighted mean of means
-    "never used",  # ex03: remainder dropped
-    "send one chunk (1/N of the vector) per step",  # ex04: whole vectors
-    "it is initial_lr=",  # ex06: the Large-scale Computation guide's lr= argument
-    "add hvd.callbacks.MetricAverageCallback()",  # ex07: metrics not averaged
-    "append the checkpoint callback only if hvd.rank() == 0",  # ex07: every rank writes
-    "sbatch ignores '#SBATCH --ntasks-per-node",  # ex10: header after a command
-    "starts the ranks with mpirun/horovodrun",  # ex10
-    "line [12] is not where this one shows",  # ex11: wrong line
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Horovod's allreduce AVERAGES by default",  # ex01: summed
+        "the result is one flat vector",  # ex01: nested allgather
+        "that is the average of the two ranks' means",  # ex02: unweighted mean of means
+        "never used",  # ex03: remainder dropped
+        "send one chunk (1/N of the vector) per step",  # ex04: whole vectors
+        "it is initial_lr=",  # ex06: the Large-scale Computation guide's lr= argument
+        "add hvd.callbacks.MetricAverageCallback()",  # ex07: metrics not averaged
+        "append the checkpoint callback only if hvd.rank() == 0",  # ex07: every rank writes
+        "sbatch ignores '#SBATCH --ntasks-per-node",  # ex10: header after a command
+        "starts the ranks with mpirun/horovodrun",  # ex10
+        "line [12] is not where this one shows",  # ex11: wrong line
+    ],
+)
 def test_feedback_explains_each_mistake(graded, message):
     assert message in feedback(graded, "bob")
 
@@ -103,7 +131,9 @@ def test_sys_exit_in_a_cell_does_not_stop_the_notebook(graded):
 
 def test_a_crashing_kernel_gets_its_own_result(graded):
     report = graded["reports"][("carol", "ex04_ring_allreduce")]
-    assert report["status"] == "kernel-died" and "the Python kernel died in cell" in report["problem"]
+    assert (
+        report["status"] == "kernel-died" and "the Python kernel died in cell" in report["problem"]
+    )
     # Her answer cell is the solution: the answers are judged from the notebook's definitions in a run of
     # their own, so a crash elsewhere in the notebook no longer costs the points of a correct answer.
     assert float(graded["rows"]["carol"]["ex04"]) == 5
@@ -117,7 +147,9 @@ def test_malformed_json_is_reported_as_unreadable(graded):
 def test_an_endless_loop_is_stopped_and_the_mpi_ranks_it_started_are_killed(graded):
     report = graded["reports"][("dave", "ex10_slurm")]
     assert report["status"] == "timeout" and "still running after 20 s" in report["problem"]
-    left = subprocess.run(["pgrep", "-f", samples.MARKER], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(
+        ["pgrep", "-f", samples.MARKER], capture_output=True, text=True
+    ).stdout.split()
     assert [pid for pid in left if int(pid) != os.getpid()] == []
 
 
@@ -129,7 +161,9 @@ def test_huge_output_is_capped(graded):
 
 def test_rich_output_is_capped_by_the_grader_itself(graded):
     report = graded["reports"][("dave", "ex03_sharding")]
-    assert report["status"] == "output-cap" and "the cells after it were not run" in report["problem"]
+    assert (
+        report["status"] == "output-cap" and "the cells after it were not run" in report["problem"]
+    )
 
 
 def test_reading_the_solutions_is_denied_and_the_notebook_scores_zero(graded):
@@ -161,10 +195,24 @@ def test_summary_has_means_failures_by_message_and_problem_notebooks(graded):
     assert "- eve/ex01_collectives.ipynb: tried to read the solutions" in text
 
 
-def test_without_a_mount_namespace_the_audit_hook_alone_catches_a_program_reading_solutions(tmp_path, capsys):
+def test_without_a_mount_namespace_the_audit_hook_alone_catches_a_program_reading_solutions(
+    tmp_path, capsys
+):
     os.makedirs(tmp_path / "class" / "eve")
     shutil.copy(os.path.join(SUBMISSIONS, "eve", "ex10_slurm.ipynb"), tmp_path / "class" / "eve")
-    assert grader.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--no-hide", "--timeout", "120"]) == 0
+    assert (
+        grader.main(
+            [
+                str(tmp_path / "class"),
+                "--out",
+                str(tmp_path / "out"),
+                "--no-hide",
+                "--timeout",
+                "120",
+            ]
+        )
+        == 0
+    )
     assert "mount namespace" not in capsys.readouterr().out
     report = json.load(open(tmp_path / "out" / "results.json"))[0]["notebooks"][0]
     assert report["status"] == "violation" and report["hidden"] == []
@@ -173,7 +221,9 @@ def test_without_a_mount_namespace_the_audit_hook_alone_catches_a_program_readin
 def test_a_missing_submissions_folder_is_a_usage_error(tmp_path, capsys):
     assert grader.main([str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("hvdcourse: error: ") and err.count("\n") == 1 and "is not a folder" in err
+    assert (
+        err.startswith("hvdcourse: error: ") and err.count("\n") == 1 and "is not a folder" in err
+    )
 
 
 def test_a_training_answer_reads_the_courses_mnist_inside_the_sandbox(tmp_path):
@@ -183,10 +233,27 @@ def test_a_training_answer_reads_the_courses_mnist_inside_the_sandbox(tmp_path):
     student.mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "solutions", "ex05_conversion.ipynb"), student)
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", str(tmp_path / "class"), "--out", str(out),
-                          "--jobs", "1", "--timeout", "300"], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.grading.grader",
+            str(tmp_path / "class"),
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--timeout",
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(out / "results.json") as fh:
         report = json.load(fh)[0]["notebooks"][0]
-    assert report["errors"] == [] and report["results"][0]["score"] == report["results"][0]["max_score"] == 6, \
-        json.dumps(report)[:3000]
+    assert (
+        report["errors"] == []
+        and report["results"][0]["score"] == report["results"][0]["max_score"] == 6
+    ), json.dumps(report)[:3000]

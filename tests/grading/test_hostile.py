@@ -1,5 +1,6 @@
 """Hostile submissions (tests/grading/hostile_samples.py): every attack on the grader scores 0 with
 untouched answers, cannot make a wrong answer look right, and gets a row saying what happened."""
+
 import csv
 import glob
 import hashlib
@@ -30,14 +31,42 @@ def graded(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("hostile"))
     students = hostile.build(os.path.join(folder, "class"), grading_samples.BOB_EX01)
     out = os.path.join(folder, "out")
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", os.path.join(folder, "class"), "--out",
-                          out, "--jobs", "2", "--timeout", "120", "--cell-timeout", "30", "--mem-mb", "4096",
-                          "--nproc", "256"], capture_output=True, text=True, timeout=1800)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.grading.grader",
+            os.path.join(folder, "class"),
+            "--out",
+            out,
+            "--jobs",
+            "2",
+            "--timeout",
+            "120",
+            "--cell-timeout",
+            "30",
+            "--mem-mb",
+            "4096",
+            "--nproc",
+            "256",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:
         rows = {row["student"]: row for row in csv.DictReader(fh)}
-    return {"students": students, "rows": rows, "out": out, "changed": _course_digest() != before,
-            "reports": {s["student"]: s["notebooks"][0] for s in json.load(open(os.path.join(out, "results.json")))}}
+    return {
+        "students": students,
+        "rows": rows,
+        "out": out,
+        "changed": _course_digest() != before,
+        "reports": {
+            s["student"]: s["notebooks"][0]
+            for s in json.load(open(os.path.join(out, "results.json")))
+        },
+    }
 
 
 def test_the_suite_has_at_least_ten_kinds_of_attack():
@@ -54,13 +83,15 @@ def test_an_attack_with_untouched_answers_scores_zero(graded, attack):
 
 @pytest.mark.parametrize("attack", hostile.WRONG_LOOKS_RIGHT)
 def test_an_attack_does_not_make_a_wrong_answer_look_right(graded, attack):
-    assert float(graded["rows"][f"{attack}_wrong"]["ex01"]) == 3  # bob's summed allreduce, as without the attack
+    # bob's summed allreduce, as without the attack
+    assert float(graded["rows"][f"{attack}_wrong"]["ex01"]) == 3
 
 
 def test_the_course_files_are_unchanged_and_no_definition_ran_code_in_the_answer_run(graded):
     assert not graded["changed"]
     marks = [line for path in glob.glob(hostile.CANARY + "*") for line in open(path).read().split()]
-    assert all(m.startswith("s") for m in marks)  # only the notebook run may run them (its audit hook denies)
+    # only the notebook run may run them (its audit hook denies)
+    assert all(m.startswith("s") for m in marks)
 
 
 def test_the_attack_cells_are_named_in_the_feedback(graded):

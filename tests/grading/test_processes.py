@@ -1,4 +1,5 @@
 """Killing what a submission started (hvdcourse/course/grading/processes.py), found by its token."""
+
 import os
 import subprocess
 import sys
@@ -10,7 +11,9 @@ from hvdcourse.course.grading.processes import kill_tagged, tagged
 def test_processes_with_the_token_are_found_and_killed_even_when_orphaned():
     env = dict(os.environ, HVDCOURSE_SUBMISSION_TOKEN="tok-test-123")
     # a shell that starts a sleeper in the background and exits: the sleeper is re-parented
-    subprocess.run(["bash", "-c", f"{sys.executable} -c 'import time; time.sleep(120)' &"], env=env, timeout=30)
+    subprocess.run(
+        ["bash", "-c", f"{sys.executable} -c 'import time; time.sleep(120)' &"], env=env, timeout=30
+    )
     deadline = time.time() + 10
     while not tagged("tok-test-123") and time.time() < deadline:
         time.sleep(0.1)

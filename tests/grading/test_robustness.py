@@ -1,6 +1,7 @@
 """What the grader does with notebooks it did not expect: an old format 3 file, a foreign kernel, and a
 notebook that hits each resource limit (memory, processes, CPU time); and how --jobs auto and the
 progress line are made."""
+
 import csv
 import json
 import os
@@ -20,12 +21,26 @@ SOLUTION = os.path.join(ROOT, "solutions", "ex01_collectives.ipynb")
 
 
 def run_grader(folder, out, options, timeout=1500):
-    run = subprocess.run([sys.executable, "-m", "hvdcourse.course.grading.grader", str(folder), "--out", str(out), *options],
-                         capture_output=True, text=True, timeout=timeout)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.grading.grader",
+            str(folder),
+            "--out",
+            str(out),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:
         rows = {row["student"]: row for row in csv.DictReader(fh)}
-    reports = {s["student"]: s["notebooks"][0] for s in json.load(open(os.path.join(out, "results.json")))}
+    reports = {
+        s["student"]: s["notebooks"][0] for s in json.load(open(os.path.join(out, "results.json")))
+    }
     return {"rows": rows, "reports": reports, "out": str(out), "stdout": run.stdout}
 
 
@@ -51,18 +66,22 @@ def unusual(tmp_path_factory):
 def test_a_format_3_notebook_is_converted_and_graded(unusual):
     assert json.load(open(SOLUTION))["nbformat"] == 4
     assert float(unusual["rows"]["old"]["ex01"]) == 5
-    assert "saved in the old format 3; the grader converted it to format 4" in feedback(unusual, "old")
+    assert "saved in the old format 3; the grader converted it to format 4" in feedback(
+        unusual, "old"
+    )
 
 
 def test_a_foreign_kernel_notebook_runs_in_the_course_kernel_and_the_feedback_says_so(unusual):
     assert float(unusual["rows"]["foreign"]["ex01"]) == 5
-    assert "names the kernel 'ir'; it was run with the course's Python 3 kernel" in feedback(unusual, "foreign")
+    assert "names the kernel 'ir'; it was run with the course's Python 3 kernel" in feedback(
+        unusual, "foreign"
+    )
 
 
 LIMITED = {
     "memory": "import numpy as np\nbig = np.ones(4_000_000_000)\n",
     "processes": "import os, time\nfor _ in range(10_000):\n    if os.fork() == 0:\n        time.sleep(30)\n"
-                 "        os._exit(0)\n",
+    "        os._exit(0)\n",
     "cpu": "x = 0\nwhile True:\n    x += 1\n",
     "honest": "print(sum(range(10)))\n",
 }
@@ -73,19 +92,44 @@ def limited(tmp_path_factory):
     """One tiny notebook per limit (and one within them), graded with small limits in one batch."""
     folder = tmp_path_factory.mktemp("limits")
     for student, source in LIMITED.items():
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell("1 + 1")])
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell("1 + 1")]
+        )
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
         os.makedirs(folder / "class" / student)
         nbformat.write(nb, str(folder / "class" / student / "limits.ipynb"))
-    return run_grader(folder / "class", folder / "out", ["--jobs", "2", "--timeout", "240", "--cell-timeout", "200",
-                                                        "--mem-mb", "2048", "--nproc", "64", "--cpu", "8"])
+    return run_grader(
+        folder / "class",
+        folder / "out",
+        [
+            "--jobs",
+            "2",
+            "--timeout",
+            "240",
+            "--cell-timeout",
+            "200",
+            "--mem-mb",
+            "2048",
+            "--nproc",
+            "64",
+            "--cpu",
+            "8",
+        ],
+    )
 
 
-@pytest.mark.parametrize("student, status, words", [
-    ("memory", "memory-limit", "hit the grader's limit of 2048 MB of memory per process"),
-    ("processes", "process-limit", "hit the grader's limit of 64 processes and threads"),
-    ("cpu", "cpu-limit", "used more than 8 s of CPU time"),
-])
+@pytest.mark.parametrize(
+    "student, status, words",
+    [
+        ("memory", "memory-limit", "hit the grader's limit of 2048 MB of memory per process"),
+        ("processes", "process-limit", "hit the grader's limit of 64 processes and threads"),
+        ("cpu", "cpu-limit", "used more than 8 s of CPU time"),
+    ],
+)
 def test_each_limit_gives_its_own_row(limited, student, status, words):
     report = limited["reports"][student]
     assert report["status"] == status and words in report["problem"], report
@@ -109,7 +153,9 @@ def test_a_2_rank_check_waits_while_the_only_slot_is_held(tmp_path):
     locks = [str(tmp_path / "ranks0.lock")]
     order = []
     with take_rank_slot(locks):
-        waiter = threading.Thread(target=lambda: (take_rank_slot(locks).__exit__(), order.append("second")))
+        waiter = threading.Thread(
+            target=lambda: (take_rank_slot(locks).__exit__(), order.append("second"))
+        )
         waiter.start()
         time.sleep(0.6)
         order.append("first released")
@@ -118,5 +164,8 @@ def test_a_2_rank_check_waits_while_the_only_slot_is_held(tmp_path):
 
 
 def test_the_progress_line_shows_a_bar_and_the_time_left():
-    assert grader.progress_line(8, 20, 70) == "[########------------] 8/20, 1m10s elapsed, about 1m45s left"
+    assert (
+        grader.progress_line(8, 20, 70)
+        == "[########------------] 8/20, 1m10s elapsed, about 1m45s left"
+    )
     assert grader.progress_line(20, 20, 75) == "[####################] 20/20, 1m15s elapsed"

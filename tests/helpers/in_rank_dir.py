@@ -2,6 +2,7 @@
 
 Usage under a launcher: ``python tests/helpers/in_rank_dir.py hvdcourse.examples.train_hvd --args ...``
 """
+
 import os
 import runpy
 import sys

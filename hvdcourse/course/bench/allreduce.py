@@ -17,6 +17,7 @@ bandwidth, whatever N is. Rank 0 reports one result per implementation
 Run with e.g. ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.bench.allreduce --impl hvd``
 or ``mpirun -np 2 python -m hvdcourse.course.bench.allreduce --impl mpi4py --impl ring``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,9 @@ IMPLS = ("hvd", "mpi4py", "mpi4py-inplace", "ring")
 KIB = 1024
 
 
-def message_sizes(min_bytes: int = 4 * KIB, max_bytes: int = 64 * KIB * KIB, factor: int = 4) -> list:
+def message_sizes(
+    min_bytes: int = 4 * KIB, max_bytes: int = 64 * KIB * KIB, factor: int = 4
+) -> list:
     """Sizes in bytes from ``min_bytes`` to ``max_bytes``, each ``factor`` times the previous."""
     if min_bytes < 4 or max_bytes < min_bytes or factor < 2:
         raise ValueError("need 4 <= min_bytes <= max_bytes and factor >= 2")
@@ -87,7 +90,8 @@ class _Impl:
         if self.name == "mpi4py":
             out = np.empty_like(data)
             return lambda: self.comm.Allreduce(data, out, op=self.mpi.SUM)
-        if self.name == "mpi4py-inplace":  # the sums grow to inf over the repeats: same speed on x86
+        # the sums grow to inf over the repeats: same speed on x86
+        if self.name == "mpi4py-inplace":
             return lambda: self.comm.Allreduce(self.mpi.IN_PLACE, data, op=self.mpi.SUM)
         from hvdcourse.course.ring import ring_allreduce
 
@@ -98,7 +102,9 @@ class _Impl:
         import numpy as np
 
         if self.name == "hvd":
-            return self.hvd.allreduce(self.tf.constant(data), op=self.hvd.Sum, name="bench_check").numpy()
+            return self.hvd.allreduce(
+                self.tf.constant(data), op=self.hvd.Sum, name="bench_check"
+            ).numpy()
         if self.name == "mpi4py":
             out = np.empty_like(data)
             self.comm.Allreduce(data, out, op=self.mpi.SUM)
@@ -135,8 +141,15 @@ def measure(impl: _Impl, sizes: list, repeats: int, budget_bytes: int) -> list:
                 op()
             per_op.append((time.perf_counter() - start) / iterations)
         seconds = statistics.median(per_op)
-        rows.append({"bytes": count * 4, "iterations": iterations, "repeats": repeats, "seconds": seconds,
-                     "bus_bytes_per_second": bus_bandwidth(count * 4, seconds, impl.size)})
+        rows.append(
+            {
+                "bytes": count * 4,
+                "iterations": iterations,
+                "repeats": repeats,
+                "seconds": seconds,
+                "bus_bytes_per_second": bus_bandwidth(count * 4, seconds, impl.size),
+            }
+        )
     return rows
 
 
@@ -144,16 +157,26 @@ def main(argv=None) -> int:
     from hvdcourse.examples.cli import positive_int
 
     p = argparse.ArgumentParser(description="Allreduce bus bandwidth from 4 KB to 64 MB.")
-    p.add_argument("--impl", action="append", choices=IMPLS, required=True, help="repeat to measure several")
+    p.add_argument(
+        "--impl", action="append", choices=IMPLS, required=True, help="repeat to measure several"
+    )
     p.add_argument("--min-bytes", type=positive_int, default=4 * KIB)
     p.add_argument("--max-bytes", type=positive_int, default=64 * KIB * KIB)
     p.add_argument("--factor", type=positive_int, default=4, help="ratio between successive sizes")
     p.add_argument("--repeats", type=positive_int, default=5)
-    p.add_argument("--budget-bytes", type=positive_int, default=64 * KIB * KIB,
-                   help="bytes reduced per timed repeat (sets the iterations per size)")
+    p.add_argument(
+        "--budget-bytes",
+        type=positive_int,
+        default=64 * KIB * KIB,
+        help="bytes reduced per timed repeat (sets the iterations per size)",
+    )
     p.add_argument("--label", default=None)
-    p.add_argument("--bind", choices=("none", "core"), default="none",
-                   help="core: pin each rank to its own core, by local rank (as the throughput benchmark)")
+    p.add_argument(
+        "--bind",
+        choices=("none", "core"),
+        default="none",
+        help="core: pin each rank to its own core, by local rank (as the throughput benchmark)",
+    )
     args = p.parse_args(argv)
     if args.bind == "core":
         from hvdcourse.course.bench.throughput import bind_to_core, local_rank
@@ -170,10 +193,22 @@ def main(argv=None) -> int:
         rows = measure(impl, sizes, args.repeats, args.budget_bytes)
         if impl.rank == 0:
             big = rows[-1]
-            print(f"[allreduce] {name}: {big['bytes']} bytes, {big['bus_bytes_per_second'] / 1e9:.2f} GB/s bus "
-                  f"bandwidth (correct: {correct})", flush=True)  # for a person; the caller gets:
-            results.report({"impl": name, "label": args.label or name, "ranks": impl.size, "correct": correct,
-                            "priority": priority, "bind": args.bind, "rows": rows})
+            print(
+                f"[allreduce] {name}: {big['bytes']} bytes, {big['bus_bytes_per_second'] / 1e9:.2f} GB/s bus "
+                f"bandwidth (correct: {correct})",
+                flush=True,
+            )  # for a person; the caller gets:
+            results.report(
+                {
+                    "impl": name,
+                    "label": args.label or name,
+                    "ranks": impl.size,
+                    "correct": correct,
+                    "priority": priority,
+                    "bind": args.bind,
+                    "rows": rows,
+                }
+            )
     return 0
 
 

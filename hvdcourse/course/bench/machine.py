@@ -5,6 +5,7 @@ starts with :func:`describe_machine`. :func:`memcopy_bandwidth` measures the lim
 allreduce on one machine: ranks on one host exchange data through memory, so no allreduce can move
 bytes faster than one core copies them.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -52,7 +53,9 @@ def os_name() -> str:
         with open("/etc/os-release") as fh:
             for line in fh:
                 if line.startswith("PRETTY_NAME="):
-                    return line.split("=", 1)[1].strip().strip('"') + f" (kernel {platform.release()})"
+                    return (
+                        line.split("=", 1)[1].strip().strip('"') + f" (kernel {platform.release()})"
+                    )
     except OSError:
         pass
     return platform.platform()
@@ -79,7 +82,8 @@ def describe_machine() -> dict:
         "os": os_name(),
         "python": platform.python_version(),
         "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
-        "keras": _version("tf-keras") or _version("keras"),  # tf.keras is tf-keras (Keras 2) in the course
+        # tf.keras is tf-keras (Keras 2) in the course
+        "keras": _version("tf-keras") or _version("keras"),
         "horovod": _version("horovod"),
         "mpi": _first_line(["mpirun", "--version"]),
         "mpi4py": _version("mpi4py"),
@@ -143,5 +147,9 @@ def memcopy_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 7) -> dict:
         np.copyto(dst, src)
         times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
-    return {"bytes": int(src.nbytes), "repeats": repeats, "median_seconds": seconds,
-            "bytes_per_second": src.nbytes / seconds}
+    return {
+        "bytes": int(src.nbytes),
+        "repeats": repeats,
+        "median_seconds": seconds,
+        "bytes_per_second": src.nbytes / seconds,
+    }

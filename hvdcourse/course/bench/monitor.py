@@ -11,6 +11,7 @@ processes fighting?") are answered by sampling ``psutil`` a few times per second
 Context switches per second are the tell-tale of oversubscription: more runnable threads than cores
 make the kernel switch between them thousands of times a second.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -36,12 +37,14 @@ class CpuMonitor:
         while not self._stop.wait(self.interval):
             now = time.monotonic()
             ctx = psutil.cpu_stats().ctx_switches
-            self.samples.append({
-                "t": round(now - start, 3),
-                "cpu_percent": psutil.cpu_percent(percpu=True),
-                "memory_used_gib": round(psutil.virtual_memory().used / 2**30, 3),
-                "ctx_switches_per_s": round((ctx - last_ctx) / max(now - last_t, 1e-6), 1),
-            })
+            self.samples.append(
+                {
+                    "t": round(now - start, 3),
+                    "cpu_percent": psutil.cpu_percent(percpu=True),
+                    "memory_used_gib": round(psutil.virtual_memory().used / 2**30, 3),
+                    "ctx_switches_per_s": round((ctx - last_ctx) / max(now - last_t, 1e-6), 1),
+                }
+            )
             last_ctx, last_t = ctx, now
 
     def start(self) -> "CpuMonitor":
@@ -68,7 +71,11 @@ class CpuMonitor:
             return {"samples": 0}
         return {
             "samples": len(self.samples),
-            "mean_cpu_percent_total": round(statistics.mean(sum(s["cpu_percent"]) for s in self.samples), 1),
-            "mean_ctx_switches_per_s": round(statistics.mean(s["ctx_switches_per_s"] for s in self.samples), 1),
+            "mean_cpu_percent_total": round(
+                statistics.mean(sum(s["cpu_percent"]) for s in self.samples), 1
+            ),
+            "mean_ctx_switches_per_s": round(
+                statistics.mean(s["ctx_switches_per_s"] for s in self.samples), 1
+            ),
             "peak_memory_used_gib": max(s["memory_used_gib"] for s in self.samples),
         }

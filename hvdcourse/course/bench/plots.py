@@ -3,6 +3,7 @@
 Each function takes a result document of :func:`hvdcourse.course.bench.results.load` and returns a
 matplotlib Figure; none of them measures anything.
 """
+
 from __future__ import annotations
 
 from hvdcourse.course.bench.results import baseline_rate, scaling_efficiency, tuning_rows
@@ -24,18 +25,27 @@ def throughput_bars(doc: dict):
     fig, ax = plt.subplots(figsize=(8, 3.6))
     labels = [r["label"] for r in rows]
     values = [r["median_images_per_s"] for r in rows]
-    spread = [[v - min(r["images_per_s"]) for v, r in zip(values, rows)],
-              [max(r["images_per_s"]) - v for v, r in zip(values, rows)]]
+    spread = [
+        [v - min(r["images_per_s"]) for v, r in zip(values, rows)],
+        [max(r["images_per_s"]) - v for v, r in zip(values, rows)],
+    ]
     palette = {"keras": "#888888", "hvd": "#1f77b4", "mwms": "#ff7f0e", "solo": "#b5d99c"}
     colors = [palette.get(r["mode"], "#cccccc") for r in rows]
     ax.barh(labels, values, xerr=spread, color=colors, capsize=3)
     if base:
-        ax.axvline(2 * base, color="green", linestyle="--", label="2 x plain Keras on 1 core (ideal for 2 ranks)")
+        ax.axvline(
+            2 * base,
+            color="green",
+            linestyle="--",
+            label="2 x plain Keras on 1 core (ideal for 2 ranks)",
+        )
         ax.axvline(0.9 * 2 * base, color="green", linestyle=":", label="90% of that (target)")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("images/s (median of repeats; bars: min-max)")
-    ax.set_title(f"Same model, data and batch per rank ({rows[0]['batch_per_rank']} images)" if rows else "")
+    ax.set_title(
+        f"Same model, data and batch per rank ({rows[0]['batch_per_rank']} images)" if rows else ""
+    )
     fig.tight_layout()
     return fig
 
@@ -69,23 +79,38 @@ def batch_sweep(tuning: dict):
     one line per 2-rank configuration of the sweep."""
     plt = _plt()
     rows = [r for r in tuning["sweeps"]["batch"] if "median_images_per_s" in r]
-    keras = {r["batch_per_rank"]: r["median_images_per_s"] for r in rows if r.get("mode") == "keras"}
+    keras = {
+        r["batch_per_rank"]: r["median_images_per_s"] for r in rows if r.get("mode") == "keras"
+    }
     series = {}
     for r in rows:
         if r.get("mode") != "keras":
             series.setdefault(r["label"], {})[r["batch_per_rank"]] = r["median_images_per_s"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.5, 3.6))
     batches = sorted(keras)
-    left.plot(batches, [keras[b] for b in batches], "o-", color="#888888", label="plain Keras, 1 core")
+    left.plot(
+        batches, [keras[b] for b in batches], "o-", color="#888888", label="plain Keras, 1 core"
+    )
     for label, rates in series.items():
         common = [b for b in batches if b in rates]
-        line, = left.plot(common, [rates[b] for b in common], "o-", label=f"{label}, 2 ranks")
+        (line,) = left.plot(common, [rates[b] for b in common], "o-", label=f"{label}, 2 ranks")
         weak = [100 * scaling_efficiency(rates[b], keras[b], 2) for b in common]
-        right.plot(common, weak, "o-", color=line.get_color(), label=f"{label}: weak (same batch per rank)")
-        strong = [(b, 100 * scaling_efficiency(rates[b // 2], keras[b], 2)) for b in batches if b // 2 in rates]
+        right.plot(
+            common, weak, "o-", color=line.get_color(), label=f"{label}: weak (same batch per rank)"
+        )
+        strong = [
+            (b, 100 * scaling_efficiency(rates[b // 2], keras[b], 2))
+            for b in batches
+            if b // 2 in rates
+        ]
         if strong:
-            right.plot([b for b, _ in strong], [e for _, e in strong], "s--", color=line.get_color(),
-                       label=f"{label}: strong (same global batch)")
+            right.plot(
+                [b for b, _ in strong],
+                [e for _, e in strong],
+                "s--",
+                color=line.get_color(),
+                label=f"{label}: strong (same global batch)",
+            )
     left.set_xscale("log", base=2)
     left.set_xlabel("batch per rank")
     left.set_ylabel("images/s")
@@ -108,17 +133,26 @@ def allreduce_bandwidth(doc: dict):
     fig, ax = plt.subplots(figsize=(8, 3.8))
     for result in doc["results"]:
         sizes = [row["bytes"] for row in result["rows"]]
-        ax.plot(sizes, [row["bus_bytes_per_second"] / GB for row in result["rows"]], "o-", label=result["label"])
+        ax.plot(
+            sizes,
+            [row["bus_bytes_per_second"] / GB for row in result["rows"]],
+            "o-",
+            label=result["label"],
+        )
     bound = doc["memcopy"]["bytes_per_second"] / GB
-    ax.axhline(bound, color="black", linestyle="--", label=f"memory copy, 1 core ({bound:.1f} GB/s)")
+    ax.axhline(
+        bound, color="black", linestyle="--", label=f"memory copy, 1 core ({bound:.1f} GB/s)"
+    )
     ax.axhline(bound / 2, color="black", linestyle=":", label="50% of it (target at 64 MB)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ticks = [4 * 1024 ** 1 * 4 ** i for i in range(0, 8)]
+    ticks = [4 * 1024**1 * 4**i for i in range(0, 8)]
     ax.set_xticks(ticks, [_size(t) for t in ticks])
     ax.set_xlabel("message size")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(f"Allreduce on {doc['results'][0]['ranks'] if doc['results'] else 2} ranks, one machine")
+    ax.set_title(
+        f"Allreduce on {doc['results'][0]['ranks'] if doc['results'] else 2} ranks, one machine"
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

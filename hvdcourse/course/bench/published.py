@@ -9,6 +9,7 @@
   training on GPU cluster*, 2022):
   1 vs 2 GPUs, batch 32, training time, test accuracy and images/s, transcribed as printed.
 """
+
 from __future__ import annotations
 
 from hvdcourse.course import sources
@@ -17,7 +18,7 @@ SERGEEV_2018 = {
     "source": "Sergeev & Del Balso 2018, arXiv:1802.05799; Horovod documentation (benchmarks page)",
     "hardware": "servers with 4 NVIDIA Pascal GPUs each, 25 Gbit/s RoCE network",
     "workload": "tf_cnn_benchmarks, synthetic ImageNet-sized data, fixed batch per GPU (the documented "
-                "command uses 64): weak scaling",
+    "command uses 64): weak scaling",
     "efficiency": {
         "Inception V3 / ResNet-101, 128 GPUs (paper)": 0.88,
         "Inception V3 / ResNet-101, 512 GPUs (docs)": 0.90,
@@ -29,13 +30,19 @@ ELKH_CLOUD = {
     "source": sources.cite("elkh_cloud"),
     "hardware": "1-8 virtual machines, each 16 vCPU, 64 GB RAM, one NVIDIA V100 32 GB, 10 Gbit/s network",
     "workload": "official TensorFlow benchmark scripts, ResNet models, CIFAR-10 and ImageNet, "
-                "batch 32 (default) and 196 (largest that fits)",
+    "batch 32 (default) and 196 (largest that fits)",
     "measured": "images/s, scaling efficiency, accuracy (ResNet-101 on ImageNet to 75% top-1 on 8 nodes)",
 }
 
 # The Horovod-and-Ray benchmark's tables, exactly as printed. Keys: (framework, workload, node) -> (1 GPU, 2 GPUs).
-HOROVOD_RAY_NODES = {"Node 5": "2x Titan RTX (PCIe), 2x AMD EPYC", "Node 9": "4x V100, Intel Xeon, Optane"}
-HOROVOD_RAY_WORKLOADS = {"RN50+MNIST": "ResNet-50 on MNIST", "MN+F-MNIST": "MobileNetV2 on Fashion-MNIST"}
+HOROVOD_RAY_NODES = {
+    "Node 5": "2x Titan RTX (PCIe), 2x AMD EPYC",
+    "Node 9": "4x V100, Intel Xeon, Optane",
+}
+HOROVOD_RAY_WORKLOADS = {
+    "RN50+MNIST": "ResNet-50 on MNIST",
+    "MN+F-MNIST": "MobileNetV2 on Fashion-MNIST",
+}
 HOROVOD_RAY_TRAINING_IMAGES = 60000
 HOROVOD_RAY = {
     "training_time_s": {
@@ -89,14 +96,21 @@ def horovod_ray_table():
         framework, workload, node = key
         r1, r2 = HOROVOD_RAY["images_per_s"][key]
         a1, a2 = HOROVOD_RAY["test_accuracy"][key]
-        rows.append({
-            "framework": framework, "workload": workload, "node": node,
-            "time 1 GPU (s)": t1, "time 2 GPUs (s)": t2,
-            "speedup (time)": round(t1 / t2, 2),
-            "images/s 1 GPU": r1, "images/s 2 GPUs": r2,
-            "speedup (images/s)": round(r2 / r1, 2),
-            "60000/time 1 GPU": round(HOROVOD_RAY_TRAINING_IMAGES / t1),
-            "60000/time 2 GPUs": round(HOROVOD_RAY_TRAINING_IMAGES / t2),
-            "accuracy 1 GPU": as_fraction(a1), "accuracy 2 GPUs": as_fraction(a2),
-        })
+        rows.append(
+            {
+                "framework": framework,
+                "workload": workload,
+                "node": node,
+                "time 1 GPU (s)": t1,
+                "time 2 GPUs (s)": t2,
+                "speedup (time)": round(t1 / t2, 2),
+                "images/s 1 GPU": r1,
+                "images/s 2 GPUs": r2,
+                "speedup (images/s)": round(r2 / r1, 2),
+                "60000/time 1 GPU": round(HOROVOD_RAY_TRAINING_IMAGES / t1),
+                "60000/time 2 GPUs": round(HOROVOD_RAY_TRAINING_IMAGES / t2),
+                "accuracy 1 GPU": as_fraction(a1),
+                "accuracy 2 GPUs": as_fraction(a2),
+            }
+        )
     return pd.DataFrame(rows)

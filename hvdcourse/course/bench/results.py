@@ -7,6 +7,7 @@ Definitions used throughout the course:
 * **scaling efficiency**: speedup / N. Here the baseline is plain Keras *pinned to one core with one
   thread*: on a 2-core machine, 2 ranks can at best do twice what one core does.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ from hvdcourse.runtime.paths import BOOK_DATA
 RESULTS_DIR = os.path.join(BOOK_DATA, "bench")  # where `make bench` writes, the lesson reads
 FILES = ("throughput", "tuning", "allreduce", "monitor")
 TARGETS = {
-    "efficiency_2_ranks": 0.90,      # Horovod 2 ranks >= 90% of 2 x plain Keras on one core
-    "hvd_1_rank_vs_keras": 0.97,     # Horovod 1 rank within 3% of plain Keras
-    "hvd_vs_mwms": 1.0,              # Horovod 2 ranks at least as fast as MWMS 2 workers
+    "efficiency_2_ranks": 0.90,  # Horovod 2 ranks >= 90% of 2 x plain Keras on one core
+    "hvd_1_rank_vs_keras": 0.97,  # Horovod 1 rank within 3% of plain Keras
+    "hvd_vs_mwms": 1.0,  # Horovod 2 ranks at least as fast as MWMS 2 workers
     "allreduce_64mb_vs_memcopy": 0.5,  # hvd.allreduce at 64 MB >= 50% of the memory-copy bound
 }
 
@@ -78,24 +79,48 @@ def targets(throughput: dict | None, allreduce: dict | None) -> list:
 
     def add(name, value, detail):
         needed = TARGETS[name]
-        out.append({"target": name, "measured": value, "needed": needed,
-                    "met": None if value is None else value >= needed, "detail": detail})
+        out.append(
+            {
+                "target": name,
+                "measured": value,
+                "needed": needed,
+                "met": None if value is None else value >= needed,
+                "detail": detail,
+            }
+        )
 
     for name, value in two.items():
         eff = scaling_efficiency(value, one_core, 2) if value and one_core else None
-        ceiling = f"; no-communication ceiling {scaling_efficiency(solo, one_core, 2):.3f}" if solo and one_core else ""
-        add("efficiency_2_ranks", eff, f"Horovod 2 ranks ({name}) / (2 x plain Keras on 1 core){ceiling}")
-    add("hvd_1_rank_vs_keras", hvd1 / one_core if hvd1 and one_core else None,
-        "Horovod 1 rank / plain Keras (both on 1 core, 1 thread)")
+        ceiling = (
+            f"; no-communication ceiling {scaling_efficiency(solo, one_core, 2):.3f}"
+            if solo and one_core
+            else ""
+        )
+        add(
+            "efficiency_2_ranks",
+            eff,
+            f"Horovod 2 ranks ({name}) / (2 x plain Keras on 1 core){ceiling}",
+        )
+    add(
+        "hvd_1_rank_vs_keras",
+        hvd1 / one_core if hvd1 and one_core else None,
+        "Horovod 1 rank / plain Keras (both on 1 core, 1 thread)",
+    )
     for name, value in two.items():
-        add("hvd_vs_mwms", value / mwms if value and mwms else None,
-            f"Horovod 2 ranks ({name}) / MultiWorkerMirroredStrategy 2 workers")
+        add(
+            "hvd_vs_mwms",
+            value / mwms if value and mwms else None,
+            f"Horovod 2 ranks ({name}) / MultiWorkerMirroredStrategy 2 workers",
+        )
     if allreduce:
         bound = allreduce.get("memcopy", {}).get("bytes_per_second")
         for name in ("hvd-gloo", "hvd-mpi"):
             bw = bandwidth_at(allreduce, name, 64 * 2**20)
-            add("allreduce_64mb_vs_memcopy", bw / bound if bw and bound else None,
-                f"{name} bus bandwidth at 64 MB / numpy memory-copy bandwidth")
+            add(
+                "allreduce_64mb_vs_memcopy",
+                bw / bound if bw and bound else None,
+                f"{name} bus bandwidth at 64 MB / numpy memory-copy bandwidth",
+            )
     return out
 
 
@@ -120,15 +145,26 @@ def throughput_table(rows: list, baseline_label: str = "keras-1core"):
             continue
         base = baseline_rate(rows, row, baseline_label)
         rates = row["images_per_s"]
-        records.append({
-            "run": row["label"], "ranks": row["ranks"], "batch/rank": row["batch_per_rank"],
-            "images/s": round(row["median_images_per_s"]), "min-max": f"{min(rates):.0f}-{max(rates):.0f}",
-            "speedup": round(speedup(row["median_images_per_s"], base), 2) if base else None,
-            "cores": row.get("cores_used", row["ranks"]),
-            "efficiency": round(scaling_efficiency(row["median_images_per_s"], base,
-                                                   row.get("cores_used", row["ranks"])), 3) if base else None,
-            "load": row.get("load_average_before", [None])[0],
-        })
+        records.append(
+            {
+                "run": row["label"],
+                "ranks": row["ranks"],
+                "batch/rank": row["batch_per_rank"],
+                "images/s": round(row["median_images_per_s"]),
+                "min-max": f"{min(rates):.0f}-{max(rates):.0f}",
+                "speedup": round(speedup(row["median_images_per_s"], base), 2) if base else None,
+                "cores": row.get("cores_used", row["ranks"]),
+                "efficiency": round(
+                    scaling_efficiency(
+                        row["median_images_per_s"], base, row.get("cores_used", row["ranks"])
+                    ),
+                    3,
+                )
+                if base
+                else None,
+                "load": row.get("load_average_before", [None])[0],
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -145,9 +181,13 @@ def tuning_rows(tuning: dict) -> list:
 def baseline_rate(rows: list, row: dict, baseline_label: str = "keras-1core") -> float | None:
     """The one-core plain-Keras rate with the same per-rank batch and data pipeline as ``row``."""
     for other in rows:
-        if (other.get("label", "").startswith(baseline_label) and other.get("mode") == "keras"
-                and other.get("batch_per_rank") == row.get("batch_per_rank")
-                and other.get("data") == row.get("data") and "median_images_per_s" in other):
+        if (
+            other.get("label", "").startswith(baseline_label)
+            and other.get("mode") == "keras"
+            and other.get("batch_per_rank") == row.get("batch_per_rank")
+            and other.get("data") == row.get("data")
+            and "median_images_per_s" in other
+        ):
             return other["median_images_per_s"]
     return None
 
@@ -164,12 +204,19 @@ def efficiency_table(rows: list, pool: list | None = None):
             continue
         base = baseline_rate(pool, row)
         value = row["median_images_per_s"]
-        records.append({
-            "run": row["label"], "batch/rank": row["batch_per_rank"], "images/s": round(value),
-            "efficiency": round(scaling_efficiency(value, base, row["ranks"]), 3) if base else None,
-            "ctx switches/s": row.get("monitor", {}).get("mean_ctx_switches_per_s"),
-            "load": row.get("load_average_before", [None])[0], "what": row.get("note", ""),
-        })
+        records.append(
+            {
+                "run": row["label"],
+                "batch/rank": row["batch_per_rank"],
+                "images/s": round(value),
+                "efficiency": round(scaling_efficiency(value, base, row["ranks"]), 3)
+                if base
+                else None,
+                "ctx switches/s": row.get("monitor", {}).get("mean_ctx_switches_per_s"),
+                "load": row.get("load_average_before", [None])[0],
+                "what": row.get("note", ""),
+            }
+        )
     return pd.DataFrame.from_records(records)
 
 
@@ -183,7 +230,11 @@ def allreduce_table(doc: dict, sizes=(4096, 262144, 4 * 2**20, 64 * 2**20)):
         record = {"implementation": result["label"], "correct": result["correct"]}
         for row in result["rows"]:
             if row["bytes"] in sizes:
-                name = f"{row['bytes'] // 2**20} MB" if row["bytes"] >= 2**20 else f"{row['bytes'] // 1024} KB"
+                name = (
+                    f"{row['bytes'] // 2**20} MB"
+                    if row["bytes"] >= 2**20
+                    else f"{row['bytes'] // 1024} KB"
+                )
                 record[f"{name} (GB/s)"] = round(row["bus_bytes_per_second"] / 1e9, 3)
         big = result["rows"][-1]
         record["largest / memcopy"] = round(big["bus_bytes_per_second"] / bound, 3)
@@ -196,7 +247,21 @@ def ladder_table(tuning: dict):
     step before (the naive run first, the tuned run last)."""
     table = efficiency_table(tuning["ladder"], tuning_rows(tuning))
     if "images/s" in table:
-        table.insert(3, "change", table["images/s"].pct_change().map(
-            lambda x: "" if x != x else f"{x:+.0%}"))  # x != x: NaN for the first row
-    return table[[c for c in ("run", "batch/rank", "images/s", "change", "efficiency", "ctx switches/s", "what")
-                  if c in table]]
+        table.insert(
+            3, "change", table["images/s"].pct_change().map(lambda x: "" if x != x else f"{x:+.0%}")
+        )  # x != x: NaN for the first row
+    return table[
+        [
+            c
+            for c in (
+                "run",
+                "batch/rank",
+                "images/s",
+                "change",
+                "efficiency",
+                "ctx switches/s",
+                "what",
+            )
+            if c in table
+        ]
+    ]

@@ -17,6 +17,7 @@ goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray proc
 tiny version (tests); ``--only`` picks parts. Other work on the machine makes the numbers noisy: the
 load average before each run is recorded next to it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,24 @@ from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
 PARTS = ("main", "tuning", "allreduce")
-BATCH = 256                     # per-rank batch of the main comparison (the batch sweep shows why)
+BATCH = 256  # per-rank batch of the main comparison (the batch sweep shows why)
 BATCH_SWEEP = (16, 32, 64, 128, 256, 512)
-MPI_YIELDS = {"OMPI_MCA_mpi_yield_when_idle": "1"}  # a waiting MPI rank yields its core instead of spinning
-MPI_TUNED = {**MPI_YIELDS, "HOROVOD_CYCLE_TIME": "0.1"}  # Horovod looks for ready tensors every 0.1 ms, not 1 ms
+# a waiting MPI rank yields its core instead of spinning
+MPI_YIELDS = {"OMPI_MCA_mpi_yield_when_idle": "1"}
+# Horovod looks for ready tensors every 0.1 ms, not 1 ms
+MPI_TUNED = {**MPI_YIELDS, "HOROVOD_CYCLE_TIME": "0.1"}
 # malloc asks for transparent huge pages: 512x fewer page faults for TensorFlow's and Open MPI's large
 # buffers (measured: sweep "allocator")
 HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-LARGE_MESSAGES = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",  # let us choose Open MPI's algorithm:
-                  "OMPI_MCA_coll_tuned_allreduce_algorithm": "5",  # 5 = segmented ring: the received part
-                  "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "1048576",  # is added while in cache
-                  **HUGE_PAGES}
+# let us choose Open MPI's algorithm:
+LARGE_MESSAGES = {
+    "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+    # 5 = segmented ring: the received part
+    "OMPI_MCA_coll_tuned_allreduce_algorithm": "5",
+    # is added while in cache
+    "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize": "1048576",
+    **HUGE_PAGES,
+}
 
 
 @dataclass
@@ -50,16 +58,17 @@ class Config:
     """One benchmark run: what to start, how many ranks, which knobs."""
 
     label: str
-    mode: str = "hvd"                 # keras | hvd | mwms
+    mode: str = "hvd"  # keras | hvd | mwms
     ranks: int = 2
-    launcher: str = "gloo"            # python | gloo | mpi | mpirun (mwms: started by train_mwms)
-    threads: int = 1                  # -1: TensorFlow's default (all cores, per process)
+    launcher: str = "gloo"  # python | gloo | mpi | mpirun (mwms: started by train_mwms)
+    threads: int = 1  # -1: TensorFlow's default (all cores, per process)
     bind: str = "core"
-    taskset: str | None = None        # "0": run under `taskset -c 0`
+    taskset: str | None = None  # "0": run under `taskset -c 0`
     data: str = "memory"
     batch: tuple = (BATCH,)
     env: dict = field(default_factory=dict)
-    groups: int = 0                   # Horovod: gradients allreduced in this many groups (0: one by one)
+    # Horovod: gradients allreduced in this many groups (0: one by one)
+    groups: int = 0
     fit_verbose: int = 0
     log_all_ranks: bool = False
     note: str = ""
@@ -68,10 +77,28 @@ class Config:
         return dataclasses.replace(self, label=label, note=note, **changes)
 
     def argv(self, settings: "Settings") -> list:
-        args = ["--mode", self.mode, "--label", self.label, "--threads", str(self.threads),
-                "--bind", self.bind, "--data", self.data, "--batch-size", ",".join(map(str, self.batch)),
-                "--warmup-steps", str(settings.warmup_steps), "--repeats", str(settings.repeats),
-                "--fit-verbose", str(self.fit_verbose), "--groups", str(self.groups)]
+        args = [
+            "--mode",
+            self.mode,
+            "--label",
+            self.label,
+            "--threads",
+            str(self.threads),
+            "--bind",
+            self.bind,
+            "--data",
+            self.data,
+            "--batch-size",
+            ",".join(map(str, self.batch)),
+            "--warmup-steps",
+            str(settings.warmup_steps),
+            "--repeats",
+            str(settings.repeats),
+            "--fit-verbose",
+            str(self.fit_verbose),
+            "--groups",
+            str(self.groups),
+        ]
         if settings.images_per_repeat:
             args += ["--images-per-repeat", str(settings.images_per_repeat)]
         else:
@@ -80,8 +107,20 @@ class Config:
 
     def key(self) -> tuple:
         """Runs with equal keys measure the same thing: the suite runs them once."""
-        return (self.mode, self.ranks, self.launcher, self.threads, self.bind, self.taskset, self.data,
-                self.batch, tuple(sorted(self.env.items())), self.groups, self.fit_verbose, self.log_all_ranks)
+        return (
+            self.mode,
+            self.ranks,
+            self.launcher,
+            self.threads,
+            self.bind,
+            self.taskset,
+            self.data,
+            self.batch,
+            tuple(sorted(self.env.items())),
+            self.groups,
+            self.fit_verbose,
+            self.log_all_ranks,
+        )
 
 
 @dataclass
@@ -90,45 +129,86 @@ class Settings:
     the same time), or a fixed number of ``steps`` when it is 0."""
 
     warmup_steps: int = 10
-    images_per_repeat: int = 12288   # about 0.6 s per repeat at one core's speed
+    images_per_repeat: int = 12288  # about 0.6 s per repeat at one core's speed
     steps: int = 50
     repeats: int = 5
-    rounds: int = 5                   # the main comparison is launched this many times, round-robin
+    rounds: int = 5  # the main comparison is launched this many times, round-robin
     timeout: float = 240
     quick: bool = False
-    nice: int = 0                     # the niceness the suite ran at (-20: ahead of other work; root only)
+    # the niceness the suite ran at (-20: ahead of other work; root only)
+    nice: int = 0
 
 
-QUICK = Settings(warmup_steps=2, images_per_repeat=0, steps=3, repeats=2, rounds=2, timeout=180, quick=True)
+QUICK = Settings(
+    warmup_steps=2, images_per_repeat=0, steps=3, repeats=2, rounds=2, timeout=180, quick=True
+)
 
 # ------------------------------------------------------------------------------------------- runs
 
-KERAS_1CORE = Config("keras-1core", mode="keras", ranks=1, launcher="python", threads=1, bind="none",
-                     taskset="0", env=dict(HUGE_PAGES),
-                     note="plain Keras, taskset -c 0, 1 intra-op thread: the baseline")
-HVD_MPI = Config("hvd-2ranks-mpi", launcher="mpi", env={**MPI_TUNED, **HUGE_PAGES},
-                 note="horovodrun --mpi; 1 thread per rank, each rank bound to its own core; MPI yields when "
-                      "idle; 0.1 ms cycle")
-HVD_GLOO = Config("hvd-2ranks-gloo", launcher="gloo", env={"HOROVOD_CYCLE_TIME": "0.1", **HUGE_PAGES}, groups=1,
-                  note="horovodrun --gloo; 1 thread per rank, each rank bound to its own core; 0.1 ms cycle; "
-                       "all gradients in one group (one Gloo allreduce per step)")
+KERAS_1CORE = Config(
+    "keras-1core",
+    mode="keras",
+    ranks=1,
+    launcher="python",
+    threads=1,
+    bind="none",
+    taskset="0",
+    env=dict(HUGE_PAGES),
+    note="plain Keras, taskset -c 0, 1 intra-op thread: the baseline",
+)
+HVD_MPI = Config(
+    "hvd-2ranks-mpi",
+    launcher="mpi",
+    env={**MPI_TUNED, **HUGE_PAGES},
+    note="horovodrun --mpi; 1 thread per rank, each rank bound to its own core; MPI yields when "
+    "idle; 0.1 ms cycle",
+)
+HVD_GLOO = Config(
+    "hvd-2ranks-gloo",
+    launcher="gloo",
+    env={"HOROVOD_CYCLE_TIME": "0.1", **HUGE_PAGES},
+    groups=1,
+    note="horovodrun --gloo; 1 thread per rank, each rank bound to its own core; 0.1 ms cycle; "
+    "all gradients in one group (one Gloo allreduce per step)",
+)
 
-SOLO = Config("keras-2x1core-solo", mode="solo", launcher="mpirun",
-              env={**MPI_YIELDS, **HUGE_PAGES},
-              note="2 plain Keras processes side by side, one per core, no communication: the ceiling")
+SOLO = Config(
+    "keras-2x1core-solo",
+    mode="solo",
+    launcher="mpirun",
+    env={**MPI_YIELDS, **HUGE_PAGES},
+    note="2 plain Keras processes side by side, one per core, no communication: the ceiling",
+)
 
 
 def main_configs() -> list:
     return [
         KERAS_1CORE,
-        Config("keras-2cores", mode="keras", ranks=1, launcher="python", threads=2, bind="none",
-               env=dict(HUGE_PAGES), note="plain Keras using both cores (2 intra-op threads)"),
-        Config("hvd-1rank", ranks=1, env=dict(HUGE_PAGES),
-               note="horovodrun -np 1 --gloo, bound to one core, 1 thread"),
+        Config(
+            "keras-2cores",
+            mode="keras",
+            ranks=1,
+            launcher="python",
+            threads=2,
+            bind="none",
+            env=dict(HUGE_PAGES),
+            note="plain Keras using both cores (2 intra-op threads)",
+        ),
+        Config(
+            "hvd-1rank",
+            ranks=1,
+            env=dict(HUGE_PAGES),
+            note="horovodrun -np 1 --gloo, bound to one core, 1 thread",
+        ),
         HVD_GLOO,
         HVD_MPI,
-        Config("mwms-2workers", mode="mwms", launcher="mwms", env=dict(HUGE_PAGES),
-               note="MultiWorkerMirroredStrategy (gRPC ring), 1 thread per worker, each bound to its own core"),
+        Config(
+            "mwms-2workers",
+            mode="mwms",
+            launcher="mwms",
+            env=dict(HUGE_PAGES),
+            note="MultiWorkerMirroredStrategy (gRPC ring), 1 thread per worker, each bound to its own core",
+        ),
         SOLO,
     ]
 
@@ -139,18 +219,32 @@ def ladder_configs() -> list:
     The naive run is what ``horovodrun -np 2 -H localhost:2 python train.py`` does on a machine with
     MPI installed: MPI, TensorFlow's default threads, no binding, the defaults of Horovod and Keras.
     """
-    naive = Config("naive", launcher="mpi", threads=-1, bind="none", data="pipeline", batch=(32,), fit_verbose=1,
-                   log_all_ranks=True, note="horovodrun --mpi defaults: TensorFlow's threads, no binding, MPI "
-                   "spins, 1 ms cycle, shuffling tf.data pipeline, batch 32, progress bar on every rank")
-    quiet = naive.with_("+quiet", "log on rank 0 only, no progress bar", fit_verbose=0, log_all_ranks=False)
+    naive = Config(
+        "naive",
+        launcher="mpi",
+        threads=-1,
+        bind="none",
+        data="pipeline",
+        batch=(32,),
+        fit_verbose=1,
+        log_all_ranks=True,
+        note="horovodrun --mpi defaults: TensorFlow's threads, no binding, MPI "
+        "spins, 1 ms cycle, shuffling tf.data pipeline, batch 32, progress bar on every rank",
+    )
+    quiet = naive.with_(
+        "+quiet", "log on rank 0 only, no progress bar", fit_verbose=0, log_all_ranks=False
+    )
     one_thread = quiet.with_("+1 thread/rank", "intra-op = 1, inter-op = 1 per rank", threads=1)
-    yields = one_thread.with_("+MPI yields", "OMPI_MCA_mpi_yield_when_idle=1",
-                              env=dict(MPI_YIELDS))
+    yields = one_thread.with_("+MPI yields", "OMPI_MCA_mpi_yield_when_idle=1", env=dict(MPI_YIELDS))
     cycle = yields.with_("+cycle 0.1 ms", "HOROVOD_CYCLE_TIME=0.1", env=dict(MPI_TUNED))
     bound = cycle.with_("+bind to core", "each rank pinned to its own core", bind="core")
-    memory = bound.with_("+in-memory data", "cached batches instead of a shuffling pipeline", data="memory")
+    memory = bound.with_(
+        "+in-memory data", "cached batches instead of a shuffling pipeline", data="memory"
+    )
     batch = memory.with_(f"+batch {BATCH}", f"{BATCH} images per rank per step", batch=(BATCH,))
-    huge = batch.with_("+huge pages", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", env={**MPI_TUNED, **HUGE_PAGES})
+    huge = batch.with_(
+        "+huge pages", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", env={**MPI_TUNED, **HUGE_PAGES}
+    )
     return [naive, quiet, one_thread, yields, cycle, bound, memory, batch, huge]
 
 
@@ -158,7 +252,9 @@ def sweep_configs() -> dict:
     """One knob at a time, from the tuned configuration (its own value is the tuned run itself)."""
     return {
         "threads": [
-            HVD_MPI.with_("threads=default, no binding", "TensorFlow default threads", threads=-1, bind="none"),
+            HVD_MPI.with_(
+                "threads=default, no binding", "TensorFlow default threads", threads=-1, bind="none"
+            ),
             HVD_MPI.with_("threads=1, bound", "1 thread per rank, bound to a core (tuned)"),
         ],
         "binding": [
@@ -167,40 +263,73 @@ def sweep_configs() -> dict:
         ],
         "cycle_time_ms": [
             HVD_MPI.with_("HOROVOD_CYCLE_TIME=0.1", "cycle time 0.1 ms (tuned)"),
-            HVD_MPI.with_("HOROVOD_CYCLE_TIME=1 (default)", "Horovod 0.28's default", env=dict(MPI_YIELDS)),
+            HVD_MPI.with_(
+                "HOROVOD_CYCLE_TIME=1 (default)", "Horovod 0.28's default", env=dict(MPI_YIELDS)
+            ),
         ],
         "fusion_threshold": [
-            HVD_MPI.with_("HOROVOD_FUSION_THRESHOLD=0", "fusion off: one allreduce per gradient tensor",
-                          env={**MPI_TUNED, "HOROVOD_FUSION_THRESHOLD": "0"}),
-            HVD_MPI.with_("HOROVOD_FUSION_THRESHOLD=128MB (default)", "all ready gradients in one allreduce"),
+            HVD_MPI.with_(
+                "HOROVOD_FUSION_THRESHOLD=0",
+                "fusion off: one allreduce per gradient tensor",
+                env={**MPI_TUNED, "HOROVOD_FUSION_THRESHOLD": "0"},
+            ),
+            HVD_MPI.with_(
+                "HOROVOD_FUSION_THRESHOLD=128MB (default)", "all ready gradients in one allreduce"
+            ),
         ],
         "allocator": [
             HVD_MPI.with_("hvd-mpi, huge pages", "malloc with transparent huge pages (tuned)"),
             HVD_MPI.with_("hvd-mpi, 4 KB pages", "glibc's default malloc", env=dict(MPI_TUNED)),
             SOLO.with_("solo, huge pages", "the no-communication ceiling, huge pages"),
-            SOLO.with_("solo, 4 KB pages", "the no-communication ceiling, default malloc",
-                       env=dict(MPI_YIELDS)),
+            SOLO.with_(
+                "solo, 4 KB pages",
+                "the no-communication ceiling, default malloc",
+                env=dict(MPI_YIELDS),
+            ),
         ],
         "groups": [
-            HVD_MPI.with_("num_groups=0 (default)", "each gradient submitted on its own, fused per cycle"),
+            HVD_MPI.with_(
+                "num_groups=0 (default)", "each gradient submitted on its own, fused per cycle"
+            ),
             HVD_MPI.with_("num_groups=1", "all gradients submitted as one group", groups=1),
             HVD_GLOO.with_("gloo, num_groups=1", "Gloo, all gradients as one group (tuned Gloo)"),
-            HVD_GLOO.with_("gloo, num_groups=0", "Gloo, each gradient submitted on its own", groups=0),
+            HVD_GLOO.with_(
+                "gloo, num_groups=0", "Gloo, each gradient submitted on its own", groups=0
+            ),
         ],
         "transport": [
             HVD_GLOO.with_("gloo", "horovodrun --gloo (TCP over loopback)"),
-            HVD_MPI.with_("mpi, spins when idle", "OpenMPI's default busy polling", env={"HOROVOD_CYCLE_TIME": "0.1"}),
+            HVD_MPI.with_(
+                "mpi, spins when idle",
+                "OpenMPI's default busy polling",
+                env={"HOROVOD_CYCLE_TIME": "0.1"},
+            ),
             HVD_MPI.with_("mpi, yields when idle", "OMPI_MCA_mpi_yield_when_idle=1 (tuned)"),
         ],
         "batch": [
-            KERAS_1CORE.with_("keras-1core batch sweep", "baseline at each batch", batch=BATCH_SWEEP),
-            HVD_MPI.with_("hvd-mpi batch sweep", "tuned Horovod over MPI at each per-rank batch", batch=BATCH_SWEEP),
-            HVD_GLOO.with_("hvd-gloo batch sweep", "Horovod over Gloo at each per-rank batch", batch=BATCH_SWEEP),
+            KERAS_1CORE.with_(
+                "keras-1core batch sweep", "baseline at each batch", batch=BATCH_SWEEP
+            ),
+            HVD_MPI.with_(
+                "hvd-mpi batch sweep",
+                "tuned Horovod over MPI at each per-rank batch",
+                batch=BATCH_SWEEP,
+            ),
+            HVD_GLOO.with_(
+                "hvd-gloo batch sweep",
+                "Horovod over Gloo at each per-rank batch",
+                batch=BATCH_SWEEP,
+            ),
         ],
-        "baselines": [  # the main comparison's baseline first (run once, shared), then the pipeline one
+        # the main comparison's baseline first (run once, shared), then the pipeline one
+        "baselines": [
             KERAS_1CORE,
-            KERAS_1CORE.with_("keras-1core pipeline", "baseline with the shuffling pipeline",
-                              data="pipeline", batch=(32,)),
+            KERAS_1CORE.with_(
+                "keras-1core pipeline",
+                "baseline with the shuffling pipeline",
+                data="pipeline",
+                batch=(32,),
+            ),
         ],
     }
 
@@ -208,8 +337,11 @@ def sweep_configs() -> dict:
 def quick_configs() -> dict:
     """A handful of tiny runs that exercise every code path of the suite (tests)."""
     return {
-        "main": [c.with_(c.label, c.note, batch=(8,)) for c in main_configs()
-                 if c.label in ("keras-1core", "hvd-2ranks-mpi")],
+        "main": [
+            c.with_(c.label, c.note, batch=(8,))
+            for c in main_configs()
+            if c.label in ("keras-1core", "hvd-2ranks-mpi")
+        ],
         "ladder": [ladder_configs()[0].with_("naive", "quick", batch=(8,))],
         "sweeps": {},
     }
@@ -217,19 +349,26 @@ def quick_configs() -> dict:
 
 # ------------------------------------------------------------------------------------------- running
 
+
 def launch(config: Config, settings: Settings):
     """Start ``config``'s processes; return the RankRun."""
     from hvdcourse.runtime.launch import run_ranks
     from hvdcourse.examples.train_mwms import launch_local_workers
 
     if config.mode == "mwms":
-        return launch_local_workers("hvdcourse.course.bench.throughput", config.ranks, config.argv(settings),
-                                    timeout=settings.timeout, env=config.env)
+        return launch_local_workers(
+            "hvdcourse.course.bench.throughput",
+            config.ranks,
+            config.argv(settings),
+            timeout=settings.timeout,
+            env=config.env,
+        )
     program = [sys.executable, "-m", "hvdcourse.course.bench.throughput", *config.argv(settings)]
     if config.taskset is not None:
         program = ["taskset", "-c", config.taskset, *program]
-    return run_ranks(program, np=config.ranks, launcher=config.launcher, timeout=settings.timeout,
-                     env=config.env)
+    return run_ranks(
+        program, np=config.ranks, launcher=config.launcher, timeout=settings.timeout, env=config.env
+    )
 
 
 class Runner:
@@ -247,21 +386,33 @@ class Runner:
             with CpuMonitor(interval=0.25) as monitor:
                 run = launch(config, self.settings)
             found = run.results[0] or []  # rank 0 reports one row per batch size
-            common = {"load_average_before": load_before, "wall_seconds_with_launch": round(run.seconds, 1),
-                      "monitor": monitor.summary(), "launcher": config.launcher,
-                      "taskset": config.taskset, "env": config.env}
+            common = {
+                "load_average_before": load_before,
+                "wall_seconds_with_launch": round(run.seconds, 1),
+                "monitor": monitor.summary(),
+                "launcher": config.launcher,
+                "taskset": config.taskset,
+                "env": config.env,
+            }
             if run.ok and found:
                 rows = [{**row, **common} for row in found]
             else:
                 tail = run.output.strip().splitlines()[-15:]
-                rows = [{"error": "timed out" if run.timed_out else f"exit code {run.returncode}",
-                         "output_tail": tail, **common}]
+                rows = [
+                    {
+                        "error": "timed out" if run.timed_out else f"exit code {run.returncode}",
+                        "output_tail": tail,
+                        **common,
+                    }
+                ]
                 self.log(f"  ! {config.label}: {rows[0]['error']}\n    " + "\n    ".join(tail[-6:]))
             self.cache[key] = (rows, monitor.samples)
             for row in rows:
                 if "median_images_per_s" in row:
-                    self.log(f"  {config.label:32s} batch {row['batch_per_rank']:4d}  "
-                             f"{row['median_images_per_s']:8.0f} images/s  (load {load_before[0]})")
+                    self.log(
+                        f"  {config.label:32s} batch {row['batch_per_rank']:4d}  "
+                        f"{row['median_images_per_s']:8.0f} images/s  (load {load_before[0]})"
+                    )
         rows, samples = self.cache[key]
         if trace:
             self.traces[config.label] = samples
@@ -274,8 +425,9 @@ class Runner:
         launches = {c.label: [] for c in configs}
         for round_ in range(rounds):
             for config in configs:
-                launches[config.label].append(self.run(config, trace=round_ == 0 and config.label == trace,
-                                                       round_=round_))
+                launches[config.label].append(
+                    self.run(config, trace=round_ == 0 and config.label == trace, round_=round_)
+                )
         out = []
         for config in configs:
             combined = combine_launches(launches[config.label])
@@ -295,26 +447,41 @@ def combine_launches(launches: list) -> list:
             rows.append(per_batch[0])
             continue
         medians = [r["median_images_per_s"] for r in ok]
-        rows.append({**ok[0], "launch_medians": medians, "median_images_per_s": statistics.median(medians),
-                     "images_per_s": [x for r in ok for x in r["images_per_s"]],
-                     "seconds": [x for r in ok for x in r["seconds"]],
-                     "load_average_before_each_launch": [r["load_average_before"] for r in ok],
-                     "failed_launches": len(per_batch) - len(ok)})
+        rows.append(
+            {
+                **ok[0],
+                "launch_medians": medians,
+                "median_images_per_s": statistics.median(medians),
+                "images_per_s": [x for r in ok for x in r["images_per_s"]],
+                "seconds": [x for r in ok for x in r["seconds"]],
+                "load_average_before_each_launch": [r["load_average_before"] for r in ok],
+                "failed_launches": len(per_batch) - len(ok),
+            }
+        )
     return rows
 
 
 def run_allreduce(settings: Settings, log=print) -> dict:
     from hvdcourse.runtime.launch import run_ranks
 
-    sizes = (["--max-bytes", str(64 * 1024), "--repeats", "2"] if settings.quick
-             else ["--repeats", "5", "--budget-bytes", str(256 * 2**20)])  # 4 allreduces per repeat at 64 MB
+    sizes = (
+        ["--max-bytes", str(64 * 1024), "--repeats", "2"]
+        if settings.quick
+        # 4 allreduces per repeat at 64 MB
+        else ["--repeats", "5", "--budget-bytes", str(256 * 2**20)]
+    )
     sizes += ["--bind", "core"]  # each rank on its own core, as in the throughput runs
     program = [sys.executable, "-m", "hvdcourse.course.bench.allreduce", *sizes]
-    launches = [("gloo", ["--impl", "hvd", "--label", "hvd-gloo"], {}),
-                ("mpi", ["--impl", "hvd", "--label", "hvd-mpi default"], {}),
-                ("mpi", ["--impl", "hvd", "--label", "hvd-mpi"], {**MPI_TUNED, **LARGE_MESSAGES}),
-                ("mpirun", ["--impl", "mpi4py", "--impl", "mpi4py-inplace", "--impl", "ring"],
-                 {**MPI_TUNED, **LARGE_MESSAGES})]
+    launches = [
+        ("gloo", ["--impl", "hvd", "--label", "hvd-gloo"], {}),
+        ("mpi", ["--impl", "hvd", "--label", "hvd-mpi default"], {}),
+        ("mpi", ["--impl", "hvd", "--label", "hvd-mpi"], {**MPI_TUNED, **LARGE_MESSAGES}),
+        (
+            "mpirun",
+            ["--impl", "mpi4py", "--impl", "mpi4py-inplace", "--impl", "ring"],
+            {**MPI_TUNED, **LARGE_MESSAGES},
+        ),
+    ]
     if settings.quick:
         launches = launches[-1:]
     docs = []
@@ -323,13 +490,18 @@ def run_allreduce(settings: Settings, log=print) -> dict:
         run = run_ranks(program + args, np=2, launcher=launcher, timeout=settings.timeout, env=env)
         found = run.results[0] or []  # rank 0 reports one document per implementation
         if not (run.ok and found):
-            log(f"  ! allreduce via {launcher} failed: " + " | ".join(run.output.strip().splitlines()[-5:]))
+            log(
+                f"  ! allreduce via {launcher} failed: "
+                + " | ".join(run.output.strip().splitlines()[-5:])
+            )
         for doc in found:
             doc.update({"launcher": launcher, "env": env, "load_average_before": load_before})
             docs.append(doc)
             big = doc["rows"][-1]
-            log(f"  {doc['label']:10s} {big['bytes'] / 2**20:6.2f} MB: {big['bus_bytes_per_second'] / 1e9:6.2f} GB/s "
-                f"bus bandwidth (correct: {doc['correct']})")
+            log(
+                f"  {doc['label']:10s} {big['bytes'] / 2**20:6.2f} MB: {big['bus_bytes_per_second'] / 1e9:6.2f} GB/s "
+                f"bus bandwidth (correct: {doc['correct']})"
+            )
     memcopy = machine.memcopy_bandwidth(16 * 2**20 if settings.quick else 256 * 2**20)
     log(f"  memory copy (numpy, one core): {memcopy['bytes_per_second'] / 1e9:.2f} GB/s")
     return {"memcopy": memcopy, "memcopy_both_cores": concurrent_memcopy(settings), "results": docs}
@@ -340,13 +512,19 @@ def concurrent_memcopy(settings: Settings) -> dict:
     from hvdcourse.runtime.launch import run_ranks
 
     nbytes = 16 * 2**20 if settings.quick else 256 * 2**20
-    code = ("import os; from hvdcourse.course.bench.machine import memcopy_bandwidth, raise_priority; "
-            "from hvdcourse.runtime.ranks import launcher_rank; from hvdcourse.runtime.results import report; "
-            "raise_priority(); os.sched_setaffinity(0, {launcher_rank() % os.cpu_count()}); "
-            f"from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); report(memcopy_bandwidth({nbytes}, repeats=9))")
+    code = (
+        "import os; from hvdcourse.course.bench.machine import memcopy_bandwidth, raise_priority; "
+        "from hvdcourse.runtime.ranks import launcher_rank; from hvdcourse.runtime.results import report; "
+        "raise_priority(); os.sched_setaffinity(0, {launcher_rank() % os.cpu_count()}); "
+        f"from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); report(memcopy_bandwidth({nbytes}, repeats=9))"
+    )
     run = run_ranks([sys.executable, "-c", code], np=2, launcher="mpirun", timeout=settings.timeout)
-    return {"per_core_bytes_per_second": [found[0]["bytes_per_second"] for found in run.results if found],
-            "bytes": nbytes}
+    return {
+        "per_core_bytes_per_second": [
+            found[0]["bytes_per_second"] for found in run.results if found
+        ],
+        "bytes": nbytes,
+    }
 
 
 def write(out_dir: str, name: str, doc: dict) -> str:
@@ -363,11 +541,17 @@ def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=p
     """Run the chosen parts, write their JSON files into ``out_dir``, return {name: document}."""
     settings = settings or Settings()
     runner = Runner(settings, log)
-    configs = quick_configs() if settings.quick else {
-        "main": main_configs(), "ladder": ladder_configs(), "sweeps": sweep_configs()}
+    configs = (
+        quick_configs()
+        if settings.quick
+        else {"main": main_configs(), "ladder": ladder_configs(), "sweeps": sweep_configs()}
+    )
     settings = dataclasses.replace(settings, nice=os.getpriority(os.PRIO_PROCESS, 0))
-    header = {"machine": machine.describe_machine(), "settings": dataclasses.asdict(settings),
-              "command": "python -m hvdcourse.course.bench.suite " + " ".join(sys.argv[1:])}
+    header = {
+        "machine": machine.describe_machine(),
+        "settings": dataclasses.asdict(settings),
+        "command": "python -m hvdcourse.course.bench.suite " + " ".join(sys.argv[1:]),
+    }
     docs, start = {}, time.monotonic()
     if "main" in parts:
         log("throughput: same model, data and per-rank batch")
@@ -377,7 +561,10 @@ def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=p
     if "tuning" in parts:
         log("tuning: from the naive run to the tuned one")
         ladder = [row for c in configs["ladder"] for row in runner.run(c, trace=c.label == "naive")]
-        sweeps = {name: [row for c in group for row in runner.run(c)] for name, group in configs["sweeps"].items()}
+        sweeps = {
+            name: [row for c in group for row in runner.run(c)]
+            for name, group in configs["sweeps"].items()
+        }
         docs["tuning"] = {**header, "ladder": ladder, "sweeps": sweeps}
         docs["monitor"] = {**header, "interval_s": 0.25, "runs": runner.traces}
     elif runner.traces:
@@ -393,21 +580,38 @@ def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=p
         doc["machine"]["load_average_at_end"] = machine.load_average()
         doc["suite_seconds"] = seconds
         write(out_dir, name, doc)
-    log(f"targets (machine: {header['machine']['cpu_model']}, {header['machine']['logical_cores']} cores, "
-        f"load at start {header['machine']['load_average_1_5_15min']}):\n" + results.format_targets(status))
+    log(
+        f"targets (machine: {header['machine']['cpu_model']}, {header['machine']['logical_cores']} cores, "
+        f"load at start {header['machine']['load_average_1_5_15min']}):\n"
+        + results.format_targets(status)
+    )
     log(f"wrote {', '.join(sorted(docs))} into {out_dir} in {time.monotonic() - start:.0f} s")
     return docs
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Run the course's benchmarks and write JSON results.")
-    parser.add_argument("--out", default=os.path.join("book", "data", "bench"), help="folder for the JSON files")
-    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="tiny settings (tests): seconds, not minutes")
-    parser.add_argument("--rounds", type=int, default=None, help="launches per main configuration (default 3)")
-    parser.add_argument("--nice", type=int, default=None,
-                        help="run every benchmark process at this niceness, its session's too (default: -20 as "
-                             "root, else 0): on a shared machine the measurement then gets the cores first")
+    parser = argparse.ArgumentParser(
+        description="Run the course's benchmarks and write JSON results."
+    )
+    parser.add_argument(
+        "--out", default=os.path.join("book", "data", "bench"), help="folder for the JSON files"
+    )
+    parser.add_argument(
+        "--only", action="append", choices=PARTS, help="run only this part (repeatable)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny settings (tests): seconds, not minutes"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="launches per main configuration (default 3)"
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=None,
+        help="run every benchmark process at this niceness, its session's too (default: -20 as "
+        "root, else 0): on a shared machine the measurement then gets the cores first",
+    )
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, not {args.rounds}")
@@ -416,10 +620,13 @@ def main(argv=None) -> int:
         settings = dataclasses.replace(settings, rounds=args.rounds)
     nice = args.nice if args.nice is not None else (-20 if os.geteuid() == 0 else 0)
     if nice:
-        os.environ[machine.PRIORITY_VARIABLE] = str(nice)  # every launched process applies it at start
+        # every launched process applies it at start
+        os.environ[machine.PRIORITY_VARIABLE] = str(nice)
         applied = machine.raise_priority(nice)
         if "nice" not in applied:
-            raise UsageError(f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root")
+            raise UsageError(
+                f"--nice {nice} was refused ({applied.get('nice_error')}); negative values need root"
+            )
     run_suite(args.out, tuple(args.only or PARTS), settings)
     return 0
 

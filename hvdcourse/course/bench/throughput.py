@@ -20,6 +20,7 @@ the caller of ``run_ranks`` finds them in ``RankRun.results[0]``).
 Example: ``horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.bench.throughput --mode hvd
 --threads 1 --bind core``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,17 +30,37 @@ import sys
 import time
 
 MODES = ("keras", "hvd", "mwms", "solo")
-LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
-KNOB_PREFIXES = ("HOROVOD_CYCLE_TIME", "HOROVOD_FUSION_THRESHOLD", "HOROVOD_CACHE_CAPACITY", "HOROVOD_AUTOTUNE",
-                 "HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS", "HOROVOD_THREAD_AFFINITY", "OMPI_MCA_mpi_yield",
-                 "OMPI_MCA_coll_tuned", "OMPI_MCA_btl", "TF_CPU_ALLOCATOR", "TF_ENABLE_ONEDNN", "MALLOC_", "OMP_",
-                 "GLIBC_TUNABLES")
+LOCAL_RANK_VARIABLES = (
+    "HOROVOD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "MPI_LOCALRANKID",
+)
+KNOB_PREFIXES = (
+    "HOROVOD_CYCLE_TIME",
+    "HOROVOD_FUSION_THRESHOLD",
+    "HOROVOD_CACHE_CAPACITY",
+    "HOROVOD_AUTOTUNE",
+    "HOROVOD_CONTROLLER",
+    "HOROVOD_CPU_OPERATIONS",
+    "HOROVOD_THREAD_AFFINITY",
+    "OMPI_MCA_mpi_yield",
+    "OMPI_MCA_coll_tuned",
+    "OMPI_MCA_btl",
+    "TF_CPU_ALLOCATOR",
+    "TF_ENABLE_ONEDNN",
+    "MALLOC_",
+    "OMP_",
+    "GLIBC_TUNABLES",
+)
 
 
 def batch_sizes(text: str) -> list:
     sizes = [int(part) for part in text.split(",") if part.strip()]
     if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"give positive batch sizes separated by commas, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"give positive batch sizes separated by commas, got {text!r}"
+        )
     return sizes
 
 
@@ -48,27 +69,63 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(description="Images/s of the course's CNN under one configuration.")
     p.add_argument("--mode", choices=MODES, required=True)
-    p.add_argument("--cluster", default=None, help="MWMS workers' host:port list (see hvdcourse.examples.train_mwms)")
-    p.add_argument("--batch-size", type=batch_sizes, default=[64],
-                   help="batch size per rank; several (16,64) are measured one after another")
-    p.add_argument("--threads", type=int, default=1,
-                   help="TensorFlow intra-op threads per process (0: cores / processes; -1: TensorFlow's default)")
-    p.add_argument("--inter-op", type=int, default=0,
-                   help="inter-op threads (0: what hvdcourse.examples.training.set_threads chooses)")
-    p.add_argument("--bind", choices=("none", "core"), default="none",
-                   help="core: pin this process to one core, chosen by its local rank (like mpirun --bind-to core)")
-    p.add_argument("--data", choices=("memory", "pipeline"), default="memory",
-                   help="memory: a few batches cached as tensors; pipeline: the trainers' shuffle/batch/prefetch")
+    p.add_argument(
+        "--cluster",
+        default=None,
+        help="MWMS workers' host:port list (see hvdcourse.examples.train_mwms)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=batch_sizes,
+        default=[64],
+        help="batch size per rank; several (16,64) are measured one after another",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="TensorFlow intra-op threads per process (0: cores / processes; -1: TensorFlow's default)",
+    )
+    p.add_argument(
+        "--inter-op",
+        type=int,
+        default=0,
+        help="inter-op threads (0: what hvdcourse.examples.training.set_threads chooses)",
+    )
+    p.add_argument(
+        "--bind",
+        choices=("none", "core"),
+        default="none",
+        help="core: pin this process to one core, chosen by its local rank (like mpirun --bind-to core)",
+    )
+    p.add_argument(
+        "--data",
+        choices=("memory", "pipeline"),
+        default="memory",
+        help="memory: a few batches cached as tensors; pipeline: the trainers' shuffle/batch/prefetch",
+    )
     p.add_argument("--warmup-steps", type=positive_int, default=10)
     p.add_argument("--steps", type=positive_int, default=40, help="steps per timed repeat")
-    p.add_argument("--images-per-repeat", type=positive_int, default=None,
-                   help="instead of --steps: about this many images per rank per repeat, whatever the batch")
+    p.add_argument(
+        "--images-per-repeat",
+        type=positive_int,
+        default=None,
+        help="instead of --steps: about this many images per rank per repeat, whatever the batch",
+    )
     p.add_argument("--repeats", type=positive_int, default=5)
-    p.add_argument("--groups", type=int, default=0,
-                   help="Horovod: allreduce the gradients in this many groups (1: one fused allreduce per step; "
-                        "0: each gradient on its own, fused only if ready in the same cycle)")
-    p.add_argument("--fit-verbose", type=int, choices=(0, 1, 2), default=0, help="Keras verbose on rank 0")
-    p.add_argument("--log-all-ranks", action="store_true", help="every rank logs (a classic mistake)")
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=0,
+        help="Horovod: allreduce the gradients in this many groups (1: one fused allreduce per step; "
+        "0: each gradient on its own, fused only if ready in the same cycle)",
+    )
+    p.add_argument(
+        "--fit-verbose", type=int, choices=(0, 1, 2), default=0, help="Keras verbose on rank 0"
+    )
+    p.add_argument(
+        "--log-all-ranks", action="store_true", help="every rank logs (a classic mistake)"
+    )
     p.add_argument("--label", default=None, help="name of this configuration in the results")
     return p
 
@@ -154,7 +211,9 @@ class _Runtime:
         if self.mode == "mwms":
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 communication_options=tf.distribute.experimental.CommunicationOptions(
-                    implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+                    implementation=tf.distribute.experimental.CommunicationImplementation.RING
+                )
+            )
 
             @tf.function
             def collective():
@@ -186,7 +245,9 @@ class _Runtime:
         return ds
 
     def warmup_callbacks(self) -> list:
-        return [self.hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if self.mode == "hvd" else []
+        return (
+            [self.hvd.callbacks.BroadcastGlobalVariablesCallback(0)] if self.mode == "hvd" else []
+        )
 
 
 def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
@@ -201,11 +262,20 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
         ds = training.train_dataset(x, y, batch, seed=1234 + runtime.rank)
     with runtime.scope():
         model = course_model.build_model()
-        model.compile(optimizer=runtime.optimizer(1e-3, args.groups), loss=course_model.loss_fn(), metrics=["accuracy"])
+        model.compile(
+            optimizer=runtime.optimizer(1e-3, args.groups),
+            loss=course_model.loss_fn(),
+            metrics=["accuracy"],
+        )
     verbose = args.fit_verbose if (runtime.rank == 0 or args.log_all_ranks) else 0
     data = runtime.dataset(ds)
-    model.fit(data, steps_per_epoch=args.warmup_steps, epochs=1, verbose=verbose,
-              callbacks=runtime.warmup_callbacks())
+    model.fit(
+        data,
+        steps_per_epoch=args.warmup_steps,
+        epochs=1,
+        verbose=verbose,
+        callbacks=runtime.warmup_callbacks(),
+    )
 
     seconds = []
 
@@ -219,10 +289,18 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
             seconds.append(time.perf_counter() - self.start)
 
     steps = steps_for(batch, args.steps, args.images_per_repeat)
-    model.fit(data, steps_per_epoch=steps, epochs=args.repeats, verbose=verbose, callbacks=[EpochTimer()])
+    model.fit(
+        data, steps_per_epoch=steps, epochs=args.repeats, verbose=verbose, callbacks=[EpochTimer()]
+    )
     rates = images_per_second(seconds, steps, batch, runtime.size)
-    return {"batch_per_rank": batch, "global_batch": batch * runtime.size, "steps": steps, "seconds": seconds,
-            "images_per_s": rates, "median_images_per_s": statistics.median(rates)}
+    return {
+        "batch_per_rank": batch,
+        "global_batch": batch * runtime.size,
+        "steps": steps,
+        "seconds": seconds,
+        "images_per_s": rates,
+        "median_images_per_s": statistics.median(rates),
+    }
 
 
 def main(argv=None) -> int:
@@ -230,7 +308,8 @@ def main(argv=None) -> int:
     from hvdcourse.course.bench.machine import raise_priority
 
     priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
-    core = bind_to_core(local_rank()) if args.bind == "core" else None  # before any thread pool exists
+    # before any thread pool exists
+    core = bind_to_core(local_rank()) if args.bind == "core" else None
     cluster_info = (0, ["localhost"])
     if args.mode == "mwms":
         from hvdcourse.examples.train_mwms import configure_worker
@@ -252,8 +331,11 @@ def main(argv=None) -> int:
     intra = tf.config.threading.get_intra_op_parallelism_threads()
     inter = tf.config.threading.get_inter_op_parallelism_threads()
     affinity = sorted(os.sched_getaffinity(0))
-    print(f"[bench] rank={runtime.rank}/{runtime.size} mode={args.mode} threads={threads_text} "
-          f"(intra={intra} inter={inter}, 0 = TensorFlow chooses) cpus={affinity}", flush=True)
+    print(
+        f"[bench] rank={runtime.rank}/{runtime.size} mode={args.mode} threads={threads_text} "
+        f"(intra={intra} inter={inter}, 0 = TensorFlow chooses) cpus={affinity}",
+        flush=True,
+    )
 
     dataset = data.load_mnist(quiet=True)
     x, y = data.to_model_inputs(dataset.x_train, dataset.y_train)
@@ -262,16 +344,34 @@ def main(argv=None) -> int:
         result = measure(runtime, x, y, batch, args)
         if runtime.rank == 0:
             cores = os.cpu_count() or 1
-            result.update({
-                "label": args.label, "mode": args.mode, "ranks": runtime.size, "intra_op_threads": intra,
-                "cores_used": min(cores, runtime.size * (intra or cores)),
-                "inter_op_threads": inter, "threads_option": args.threads, "bind": args.bind,
-                "core_of_rank0": core, "cpus_of_rank0": affinity, "data": args.data,
-                "warmup_steps": args.warmup_steps, "repeats": args.repeats,
-                "priority": priority, "groups": args.groups, "fit_verbose": args.fit_verbose, "log_all_ranks": args.log_all_ranks, "knobs": knobs(),
-            })
-            print(f"[bench] batch {batch} per rank: {result['median_images_per_s']:.0f} images/s "
-                  f"(median of {args.repeats} repeats)", flush=True)  # for a person; the caller gets:
+            result.update(
+                {
+                    "label": args.label,
+                    "mode": args.mode,
+                    "ranks": runtime.size,
+                    "intra_op_threads": intra,
+                    "cores_used": min(cores, runtime.size * (intra or cores)),
+                    "inter_op_threads": inter,
+                    "threads_option": args.threads,
+                    "bind": args.bind,
+                    "core_of_rank0": core,
+                    "cpus_of_rank0": affinity,
+                    "data": args.data,
+                    "warmup_steps": args.warmup_steps,
+                    "repeats": args.repeats,
+                    "priority": priority,
+                    "groups": args.groups,
+                    "fit_verbose": args.fit_verbose,
+                    "log_all_ranks": args.log_all_ranks,
+                    "knobs": knobs(),
+                }
+            )
+            print(
+                f"[bench] batch {batch} per rank: {result['median_images_per_s']:.0f} images/s "
+                # for a person; the caller gets:
+                f"(median of {args.repeats} repeats)",
+                flush=True,
+            )
             results.report(result)
     return 0
 

@@ -33,6 +33,7 @@ module prints them. ``--record-times`` empties the cache first, so every page ex
 and copies the times with the machine and date into book/data/execution_times.json, the reference
 figures of the instructor's day plans (``hvdcourse.course.book.course_map``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,15 @@ def book_env(root: str = ROOT) -> dict:
     """Environment for executing lessons: MPI defaults, quiet TF, a private IPython dir."""
     # TF_CPP_MIN_LOG_LEVEL=3: TensorFlow 2.20 logs "failed call to cuInit" at ERROR level on every machine
     # without an NVIDIA driver; on a page that line is noise (and stderr in a cell fails the strict build).
-    pythonpath = os.pathsep.join(dict.fromkeys([root, ROOT]))  # the book's folder, then the course's
-    env = launch_env({"PYTHONPATH": pythonpath, "PYDEVD_DISABLE_FILE_VALIDATION": "1", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    # the book's folder, then the course's
+    pythonpath = os.pathsep.join(dict.fromkeys([root, ROOT]))
+    env = launch_env(
+        {
+            "PYTHONPATH": pythonpath,
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+        }
+    )
     env.setdefault("IPYTHONDIR", tempfile.mkdtemp(prefix="hvdcourse-ipython-"))
     return env
 
@@ -76,18 +84,26 @@ def execute_lesson(path: str, timeout: int = 900) -> float:
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}},
+        ).execute()
     except CellTimeoutError as err:
         print(err, file=sys.stderr)
-        raise RunTimeout(f"{path}: a cell ran longer than {timeout} s (above); raise --timeout or fix the cell") from None
+        raise RunTimeout(
+            f"{path}: a cell ran longer than {timeout} s (above); raise --timeout or fix the cell"
+        ) from None
     except CellExecutionError as err:
         print(err, file=sys.stderr)  # the cell and its traceback: what the author needs to fix it
         raise RunFailed(f"{path}: a cell failed (its source and error are above)") from None
     missing = unglued_references(nb)
     if missing:
-        raise RunFailed(f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
-                        "glue them (myst_nb.glue) or fix the names")
+        raise RunFailed(
+            f"{path}: the prose shows {', '.join(missing)}, which no cell glued: "
+            "glue them (myst_nb.glue) or fix the names"
+        )
     return time.monotonic() - start
 
 
@@ -98,9 +114,13 @@ _GLUE_DIRECTIVE = re.compile(r"^\s*(?:```|:::)\{glue(?::\w+)?\}\s+(\S+)", re.MUL
 
 def glued_keys(nb) -> list:
     """Names glued by the executed notebook ``nb``'s outputs (``myst_nb.glue`` marks them "scrapbook")."""
-    return [output.get("metadata", {})["scrapbook"]["name"]
-            for cell in nb.cells if cell.cell_type == "code"
-            for output in cell.get("outputs", []) if "scrapbook" in output.get("metadata", {})]
+    return [
+        output.get("metadata", {})["scrapbook"]["name"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if "scrapbook" in output.get("metadata", {})
+    ]
 
 
 def unglued_references(nb) -> list:
@@ -116,8 +136,18 @@ def unglued_references(nb) -> list:
 
 # What the pages' code runs or reads, besides the pages themselves (see the module docstring): folders
 # and files of the course, and the MNIST copies that hvdcourse.examples.data loads (the full one when present).
-INPUTS = ("hvdcourse", "slurm", "tools", "patches", "exercises", "solutions", "requirements.txt",
-          os.path.join("book", "data"), KERAS_CACHE, NPM_CACHE)
+INPUTS = (
+    "hvdcourse",
+    "slurm",
+    "tools",
+    "patches",
+    "exercises",
+    "solutions",
+    "requirements.txt",
+    os.path.join("book", "data"),
+    KERAS_CACHE,
+    NPM_CACHE,
+)
 TIMES_RECORD = os.path.join(BOOK_DATA, "execution_times.json")
 # Read only by the pages that execute on every build (course_map); recording it must not empty the cache.
 NOT_INPUTS = (os.path.relpath(TIMES_RECORD, ROOT),)
@@ -132,9 +162,15 @@ def inputs_digest(root: str = ROOT, inputs=INPUTS) -> str:
         if not os.path.exists(top):
             digest.update(name.encode() + b" absent\0")
             continue
-        walk = os.walk(top) if os.path.isdir(top) else [(os.path.dirname(top), [], [os.path.basename(top)])]
+        walk = (
+            os.walk(top)
+            if os.path.isdir(top)
+            else [(os.path.dirname(top), [], [os.path.basename(top)])]
+        )
         for dirpath, dirnames, files in walk:
-            dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", ".ipynb_checkpoints"))
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in ("__pycache__", ".ipynb_checkpoints")
+            )
             for f in sorted(files):
                 path = os.path.join(dirpath, f)
                 rel = os.path.relpath(path, root)
@@ -164,22 +200,29 @@ def run_jupyter_book(root: str, timeout: int, every_page: bool, env: dict) -> in
     """``jupyter-book build`` of ``root`` (strict), its output shown as it goes; its exit code
     (RunTimeout after ``timeout`` s)."""
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
-    cmd = [jb, "build", root, "--builder", "html", "-W", "-n", "--keep-going"] + (["--all"] if every_page else [])
+    cmd = [jb, "build", root, "--builder", "html", "-W", "-n", "--keep-going"] + (
+        ["--all"] if every_page else []
+    )
     proc = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True)
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         from hvdcourse.runtime.launch import kill_group
+
         kill_group(proc)
         raise RunTimeout(f"the book build took longer than {timeout} s and was stopped")
 
 
-def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = ROOT, inputs=INPUTS) -> int:
+def build_book(
+    timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = ROOT, inputs=INPUTS
+) -> int:
     """Build the book in ``root``; execute what changed (module docstring); 0 on success."""
     start = time.time()
     emptied = prepare_cache(root, inputs, fresh=record)
     if emptied:
-        print("book: the pages' inputs changed (or no cache yet, or --record-times): every page executes")
+        print(
+            "book: the pages' inputs changed (or no cache yet, or --record-times): every page executes"
+        )
     env = book_env(root)
     code = run_jupyter_book(root, timeout, emptied, env)
     index = os.path.join(root, "_build", "html", "index.html")
@@ -196,11 +239,15 @@ def build_book(timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = R
     report_times(times, start, seconds)
     if record:
         record_times(times, seconds)
-        print(f"book: recorded the execution times in {os.path.relpath(TIMES_RECORD, root)}; "
-              "building again so the course map shows them")
+        print(
+            f"book: recorded the execution times in {os.path.relpath(TIMES_RECORD, root)}; "
+            "building again so the course map shows them"
+        )
         code = run_jupyter_book(root, timeout, False, env)
         if code != 0:
-            raise RunFailed(f"jupyter-book failed (exit {code}) in the build after recording the times")
+            raise RunFailed(
+                f"jupyter-book failed (exit {code}) in the build after recording the times"
+            )
     print(f"book: built {index} in {time.time() - start:.0f} s")
     return 0
 
@@ -215,10 +262,14 @@ def report_times(times: dict, start: float, total: float) -> None:
     """Print each page's execution time, saying which pages executed in this build (mtime >= start)."""
     executed = {name: data for name, data in times.items() if data["mtime"] >= start}
     for name, data in sorted(times.items()):
-        how = "executed" if name in executed else f"from the cache (executed {_date(data['mtime'])})"
+        how = (
+            "executed" if name in executed else f"from the cache (executed {_date(data['mtime'])})"
+        )
         print(f"book:   {data['runtime'] or 0:7.1f} s  {name}: {how}")
-    print(f"book: {len(executed)} of {len(times)} pages executed, "
-          f"{sum(d['runtime'] or 0 for d in executed.values()):.0f} s of a {total:.0f} s build")
+    print(
+        f"book: {len(executed)} of {len(times)} pages executed, "
+        f"{sum(d['runtime'] or 0 for d in executed.values()):.0f} s of a {total:.0f} s build"
+    )
 
 
 def _date(timestamp: float) -> str:
@@ -231,11 +282,15 @@ def record_times(times: dict, total: float, target: str = TIMES_RECORD) -> None:
 
     load = load_average()
     lessons = {name: round(data["runtime"], 1) for name, data in sorted(times.items())}
-    summary = {"machine": f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB "
-                          f"(load average {load[1]:.1f} over the last 5 min of the build)",
-               "date": time.strftime("%Y-%m-%d"), "source": "myst-nb execution data of a build that executed every page",
-               "build_seconds": round(total), "execution_seconds": round(sum(lessons.values())),
-               "lessons": lessons}
+    summary = {
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB "
+        f"(load average {load[1]:.1f} over the last 5 min of the build)",
+        "date": time.strftime("%Y-%m-%d"),
+        "source": "myst-nb execution data of a build that executed every page",
+        "build_seconds": round(total),
+        "execution_seconds": round(sum(lessons.values())),
+        "lessons": lessons,
+    }
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, "w") as fh:
         json.dump(summary, fh, indent=2)
@@ -246,14 +301,19 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--execute", nargs="+", metavar="LESSON", help="only execute these lessons")
     parser.add_argument("--timeout", type=int, default=BUILD_TIMEOUT)
-    parser.add_argument("--record-times", action="store_true",
-                        help="execute every page afresh and write their execution times to "
-                             f"{os.path.relpath(TIMES_RECORD, ROOT)}")
+    parser.add_argument(
+        "--record-times",
+        action="store_true",
+        help="execute every page afresh and write their execution times to "
+        f"{os.path.relpath(TIMES_RECORD, ROOT)}",
+    )
     args = parser.parse_args(argv)
     if args.execute:
         missing = [path for path in args.execute if not os.path.isfile(path)]
         if missing:
-            raise UsageError(f"no lesson file {', '.join(missing)}; give paths such as notebooks/05_conversion.md")
+            raise UsageError(
+                f"no lesson file {', '.join(missing)}; give paths such as notebooks/05_conversion.md"
+            )
         for path in args.execute:
             seconds = execute_lesson(path, timeout=args.timeout)
             print(f"executed {path} in {seconds:.1f} s")

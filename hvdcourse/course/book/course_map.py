@@ -6,6 +6,7 @@ build's: ``book/data/execution_times.json``, written by ``python -m hvdcourse.co
 machine and the date (the pages print them). A page's time in this build is shown by the
 ``{execution-time}`` role and the instructor guide's ``{nb-exec-table}`` (hvdcourse.course.book.sphinx_ext).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,18 @@ def lessons() -> list:
             text = open(os.path.join(ROOT, name + ".md")).read()
             title = re.search(r"^# (.+)$", text, re.M).group(1).strip()
             timing = _TIME_LINE.search(text)
-            teach, practise = (int(timing.group(1)), int(timing.group(2) or 0)) if timing else (None, None)
-            rows.append({"lesson": os.path.basename(name), "title": title, "part": part["caption"],
-                         "teaching_min": teach, "exercises_min": practise})
+            teach, practise = (
+                (int(timing.group(1)), int(timing.group(2) or 0)) if timing else (None, None)
+            )
+            rows.append(
+                {
+                    "lesson": os.path.basename(name),
+                    "title": title,
+                    "part": part["caption"],
+                    "teaching_min": teach,
+                    "exercises_min": practise,
+                }
+            )
     return rows
 
 
@@ -59,8 +69,11 @@ _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 DROPPABLE = ("11_fault_tolerance", "10_beyond_horovod", "09_install")
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
 # hour for lunch, each taken at the first lesson boundary after the time given.
-DAY = {"start": 9 * 60, "end": 17 * 60 + 30,
-       "pauses": ((10 * 60 + 15, "break", 15), (12 * 60 + 15, "lunch", 60), (15 * 60, "break", 15))}
+DAY = {
+    "start": 9 * 60,
+    "end": 17 * 60 + 30,
+    "pauses": ((10 * 60 + 15, "break", 15), (12 * 60 + 15, "lunch", 60), (15 * 60, "break", 15)),
+}
 
 
 _AFTER = re.compile(r"[Aa]fter \{ref\}`([\w-]+)`")
@@ -76,7 +89,10 @@ def graded_exercises() -> dict:
         if name.endswith(".md"):
             found = _EXERCISE_TIME.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
             planned[name[:-3]] = int(found.group(1)) if found else 0
-    texts = {row["lesson"]: open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read() for row in lessons()}
+    texts = {
+        row["lesson"]: open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
+        for row in lessons()
+    }
     by_label = {label: lesson for lesson, text in texts.items() for label in _LABEL.findall(text)}
     where = {}
     for lesson, text in texts.items():
@@ -104,8 +120,17 @@ def lesson_blocks(graded: bool = True, drop=()) -> list:
         seconds = recorded.get(row["lesson"])
         demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
         extra = sum(minutes for _, minutes in notebooks.get(row["lesson"], []))
-        blocks.append({**row, "demo_min": demo, "graded_min": extra,
-                       "total_min": (row["teaching_min"] or 0) + (row["exercises_min"] or 0) + demo + extra})
+        blocks.append(
+            {
+                **row,
+                "demo_min": demo,
+                "graded_min": extra,
+                "total_min": (row["teaching_min"] or 0)
+                + (row["exercises_min"] or 0)
+                + demo
+                + extra,
+            }
+        )
     return blocks
 
 
@@ -125,17 +150,37 @@ def day_plan(days: int, graded: bool = True, drop=()):
         if now + block["total_min"] + sum(p[2] for p in pauses) > DAY["end"]:
             day, now, pauses = day + 1, DAY["start"], list(DAY["pauses"])
             if day > days:
-                raise ValueError(f"the lessons do not fit in {days} day(s) of {clock(DAY['start'])}-"
-                                 f"{clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises")
+                raise ValueError(
+                    f"the lessons do not fit in {days} day(s) of {clock(DAY['start'])}-"
+                    f"{clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises"
+                )
         # a pause comes before a lesson that would run well past its time (or when its time has come)
-        if pauses and (now >= pauses[0][0] or (now >= pauses[0][0] - 45
-                                                and now + block["total_min"] > pauses[0][0] + 20)):
+        if pauses and (
+            now >= pauses[0][0]
+            or (now >= pauses[0][0] - 45 and now + block["total_min"] > pauses[0][0] + 20)
+        ):
             _, what, length = pauses.pop(0)
-            rows.append({"day": day, "starts": clock(now), "lesson": f"({what})", "ends": clock(now + length)})
+            rows.append(
+                {
+                    "day": day,
+                    "starts": clock(now),
+                    "lesson": f"({what})",
+                    "ends": clock(now + length),
+                }
+            )
             now += length
-        rows.append({"day": day, "starts": clock(now), "lesson": block["title"], "teaching": block["teaching_min"],
-                     "exercises": block["exercises_min"], "demo runs": block["demo_min"],
-                     "graded exercises": block["graded_min"], "ends": clock(now + block["total_min"])})
+        rows.append(
+            {
+                "day": day,
+                "starts": clock(now),
+                "lesson": block["title"],
+                "teaching": block["teaching_min"],
+                "exercises": block["exercises_min"],
+                "demo runs": block["demo_min"],
+                "graded exercises": block["graded_min"],
+                "ends": clock(now + block["total_min"]),
+            }
+        )
         now += block["total_min"]
     return pd.DataFrame(rows)
 

@@ -18,6 +18,7 @@ And one re-reading rule (see ``hvdcourse.course.book.book_build``): the pages th
 ``execution_mode: force`` (their header says so: the intro and the instructor guide print the course
 map from the other pages' text) are read again on every build.
 """
+
 import datetime
 import json
 import os
@@ -32,7 +33,10 @@ ROLE_KEY = "hvdcourse_execution_time"  # marks, in myst-nb's per-page data, page
 
 def _script_key(script) -> tuple:
     attributes = getattr(script, "attributes", {}) or {}
-    return (getattr(script, "filename", None) or "", tuple(sorted((k, str(v)) for k, v in attributes.items())))
+    return (
+        getattr(script, "filename", None) or "",
+        tuple(sorted((k, str(v)) for k, v in attributes.items())),
+    )
 
 
 def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
@@ -73,8 +77,10 @@ def find_exec_data(pages: dict, lesson: str) -> dict:
     """The execution data of the page named ``lesson`` (docname or its last part); KeyError if none."""
     found = [doc for doc in pages if doc == lesson or doc.rsplit("/", 1)[-1] == lesson]
     if len(found) != 1 or not pages[found[0]].get("exec_data"):
-        raise KeyError(f"no page {lesson!r} with myst-nb execution data in this build"
-                       + (f" (several match: {found})" if len(found) > 1 else ""))
+        raise KeyError(
+            f"no page {lesson!r} with myst-nb execution data in this build"
+            + (f" (several match: {found})" if len(found) > 1 else "")
+        )
     return pages[found[0]]["exec_data"]
 
 
@@ -107,8 +113,11 @@ class ExecutionTimeTransform(SphinxPostTransform):
 
 def _reread_forced_pages(app, env, added, changed, removed):
     """Pages myst-nb executed with ``execution_mode: force`` are read (and executed) on every build."""
-    return [doc for doc, data in _pages(env).items()
-            if (data.get("exec_data") or {}).get("method") == "force" and doc not in removed]
+    return [
+        doc
+        for doc, data in _pages(env).items()
+        if (data.get("exec_data") or {}).get("method") == "force" and doc not in removed
+    ]
 
 
 def _rewrite_pages_with_times(app, env):
@@ -123,13 +132,27 @@ def _rewrite_pages_with_times(app, env):
 def _write_execution_times(app, exception):
     if exception is not None or app.builder.format != "html":
         return
-    pages = {doc: data["exec_data"] for doc, data in sorted(_pages(app.env).items())
-             if doc in app.env.all_docs and data.get("exec_data")}
+    pages = {
+        doc: data["exec_data"]
+        for doc, data in sorted(_pages(app.env).items())
+        if doc in app.env.all_docs and data.get("exec_data")
+    }
     path = os.path.join(os.path.dirname(os.path.abspath(app.outdir)), "execution_times.json")
     with open(path, "w") as fh:
-        json.dump({"machine": this_machine(), "pages": {doc.rsplit("/", 1)[-1]: {
-            "docname": doc, **{k: data.get(k) for k in ("runtime", "mtime", "method", "succeeded")}}
-            for doc, data in pages.items()}}, fh, indent=2)
+        json.dump(
+            {
+                "machine": this_machine(),
+                "pages": {
+                    doc.rsplit("/", 1)[-1]: {
+                        "docname": doc,
+                        **{k: data.get(k) for k in ("runtime", "mtime", "method", "succeeded")},
+                    }
+                    for doc, data in pages.items()
+                },
+            },
+            fh,
+            indent=2,
+        )
 
 
 def setup(app):

@@ -66,7 +66,8 @@ def attempt(fn, *args, name: str = "your function", key_args=None) -> dict:
     def compute():
         try:
             return {"value": fn(*args)}
-        except Exception as err:  # a learner's bug is an answer to explain, not a crash of the check
+        # a learner's bug is an answer to explain, not a crash of the check
+        except Exception as err:
             return {"raised": {"type": type(err).__name__, "message": str(err)[:500], "where": where(err)}}
 
     mode = replay.current()

@@ -172,7 +172,8 @@ def conversion(fn, rank, size, **train_args):
 
     from hvdcourse.examples import data
 
-    tf.keras.utils.set_random_seed(1000 + rank)  # ranks start different: only a broadcast aligns them
+    # ranks start different: only a broadcast aligns them
+    tf.keras.utils.set_random_seed(1000 + rank)
     recorder = _recorder(tf)
     original_fit = tf.keras.Model.fit
 
@@ -196,7 +197,8 @@ def conversion(fn, rank, size, **train_args):
 def warmup(fn, rank, size, base_lr=0.01, warmup_epochs=2, steps_per_epoch=4, epochs=3):
     """``fn(hvd, base_lr, warmup_epochs, steps_per_epoch) -> (optimizer, callbacks)`` on a toy model."""
     tf, hvd = _keras_hvd()
-    tf.keras.utils.set_random_seed(7)  # same start on every rank: only gradient averaging keeps them equal
+    # same start on every rank: only gradient averaging keeps them equal
+    tf.keras.utils.set_random_seed(7)
     model = _toy_model(tf)
     x, y = _toy_data(rank, n=8 * steps_per_epoch)
     returned = fn(hvd, base_lr, warmup_epochs, steps_per_epoch)
@@ -214,7 +216,8 @@ def warmup(fn, rank, size, base_lr=0.01, warmup_epochs=2, steps_per_epoch=4, epo
 def callbacks(fn, rank, size, checkpoint_dir="checkpoints", epochs=2):
     """``fn(hvd, checkpoint_dir) -> callbacks``; metrics seen before and after them are recorded."""
     tf, hvd = _keras_hvd()
-    tf.keras.utils.set_random_seed(1000 + rank)  # ranks start different: only a broadcast aligns them
+    # ranks start different: only a broadcast aligns them
+    tf.keras.utils.set_random_seed(1000 + rank)
     model = _toy_model(tf)
     x, y = _toy_data(rank, n=24)
     x_val, y_val = _toy_data(rank, n=16, seed=1)  # each rank validates on its own, different part

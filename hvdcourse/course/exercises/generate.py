@@ -70,7 +70,8 @@ def build(path: str, version: str):
             new = nbformat.v4.new_markdown_cell(text)
         else:
             new = nbformat.v4.new_raw_cell(text)
-        new.id = f"{exercise_id}-{index:02d}"  # fixed ids: stable diffs (nbformat would draw random ones)
+        # fixed ids: stable diffs (nbformat would draw random ones)
+        new.id = f"{exercise_id}-{index:02d}"
         new.metadata = {k: cell.metadata[k] for k in KEEP_CELL_METADATA if k in cell.metadata}
         nb.cells.append(new)
     nbformat.validate(nb)
@@ -98,7 +99,8 @@ def generate(source_dir: str, exercises_dir: str, solutions_dir: str, check: boo
     wanted = targets(source_dir, exercises_dir, solutions_dir)
     if not wanted:
         raise MarkerError(f"no exercise sources (ex*.md) in {source_dir}")
-    rendered = {out: render(build(src, version)) for out, (src, version) in wanted.items()}  # all or nothing
+    # all or nothing
+    rendered = {out: render(build(src, version)) for out, (src, version) in wanted.items()}
     stale = []
     for out_path, text in rendered.items():
         current = open(out_path, encoding="utf-8").read() if os.path.isfile(out_path) else None
@@ -128,7 +130,8 @@ def main(argv=None) -> int:
     parser.add_argument("--exercises", default=paths.EXERCISES_DIR, help="learner notebooks go here")
     parser.add_argument("--solutions", default=paths.SOLUTIONS_DIR, help="solution notebooks go here")
     args = parser.parse_args(argv)
-    stale = generate(args.source, args.exercises, args.solutions, check=args.check)  # MarkerError: exit 2
+    # MarkerError: exit 2
+    stale = generate(args.source, args.exercises, args.solutions, check=args.check)
     if args.check:
         for path in stale:
             print(f"stale: {_rel(path)}")

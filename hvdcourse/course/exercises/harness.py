@@ -110,7 +110,8 @@ def _run_on_ranks(driver, fn, np, timeout, forbid, driver_args) -> RanksOutcome:
         outcome = RanksOutcome(np, output=run.output, timed_out=run.timed_out, returncode=run.returncode,
                                seconds=run.seconds)
         for rank, reported in enumerate(run.results):
-            if reported and isinstance(reported[-1], dict):  # the harness reports once, after the learner's code
+            # the harness reports once, after the learner's code
+            if reported and isinstance(reported[-1], dict):
                 outcome.records[rank] = reported[-1]
             rank_dir = os.path.join(workdir, f"rank{rank}")
             outcome.files[rank] = sorted(
@@ -187,10 +188,12 @@ def main(argv=None) -> int:
     except BaseException as err:  # noqa: B902 - a learner's sys.exit() is an answer to report too
         record.update(ok=False, error=f"{type(err).__name__}: {err}"[:600], type=type(err).__name__,
                       where=_learner_frame(err.__traceback__))
-    results.report(json.loads(json.dumps(record, default=repr)), channel)  # values JSON cannot hold: their repr
+    # values JSON cannot hold: their repr
+    results.report(json.loads(json.dumps(record, default=repr)), channel)
     sys.stdout.flush()
     if not record["ok"]:
-        os._exit(3)  # a non-zero exit makes mpirun stop the other ranks instead of leaving them waiting
+        # a non-zero exit makes mpirun stop the other ranks instead of leaving them waiting
+        os._exit(3)
     return 0
 
 

@@ -8,6 +8,7 @@ the check calls the learner's functions, starts their ranks, and every outcome i
 data in ``answers.json``. Nothing here is trusted: the judge (:mod:`hvdcourse.course.grading.judge`), a
 process this one never touches, decides the points from that data.
 """
+
 from __future__ import annotations
 
 import ast
@@ -73,7 +74,8 @@ def defer_import(stmt, namespace: dict) -> bool:
 
 def load_definitions(job: dict, folder: str):
     """A module holding the notebook's kept statements, each cell from its own file (for tracebacks)."""
-    module = types.ModuleType("__notebook__")  # not importable: cloudpickle sends its functions by value
+    # not importable: cloudpickle sends its functions by value
+    module = types.ModuleType("__notebook__")
     module.__dict__["__builtins__"] = __builtins__
     errors = []
     for number, source, positions in job["cells"]:
@@ -95,9 +97,17 @@ def load_definitions(job: dict, folder: str):
             if defer_import(stmt, module.__dict__):
                 continue
             try:
-                exec(compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__)
+                exec(
+                    compile(ast.Module(body=[stmt], type_ignores=[]), path, "exec"), module.__dict__
+                )
             except Exception as err:  # e.g. an import of a package the course does not install
-                errors.append({"cell": number, "line": stmt.lineno, "error": f"{type(err).__name__}: {err}"[:300]})
+                errors.append(
+                    {
+                        "cell": number,
+                        "line": stmt.lineno,
+                        "error": f"{type(err).__name__}: {err}"[:300],
+                    }
+                )
     return module, errors
 
 
@@ -121,7 +131,9 @@ def main(argv=None) -> int:
             with replay.mode(recorder):
                 exercise.check(*answers, quiet=True)
         except BaseException as err:  # noqa: B902 - the judge reports what is missing
-            errors.append({"cell": 0, "line": 0, "error": f"check {ex_id}: {type(err).__name__}: {err}"[:300]})
+            errors.append(
+                {"cell": 0, "line": 0, "error": f"check {ex_id}: {type(err).__name__}: {err}"[:300]}
+            )
     tmp = argv[1] + ".tmp"
     with open(tmp, "w") as fh:
         json.dump({"records": recorder.records, "errors": errors}, fh)

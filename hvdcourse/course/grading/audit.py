@@ -14,6 +14,7 @@ with ``PermissionError``. The policy comes from the ``HVDCOURSE_SANDBOX`` variab
 ``workdir``, ``deny``, ``log``). Audit hooks stop Python code, not a determined attacker with
 ctypes; the grader also hides the denied folders with a private mount namespace where it can.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,20 +24,47 @@ import sys
 ENV = "HVDCOURSE_SANDBOX"
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 PATH_WRITE_EVENTS = {  # event -> indexes of the path arguments that get written
-    "os.mkdir": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
-    "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,),
-    "os.utime": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.copytree": (1,),
-    "shutil.move": (0, 1), "shutil.copymode": (1,), "shutil.copystat": (1,),
+    "os.mkdir": (0,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.rename": (0, 1),
+    "os.replace": (0, 1),
+    "os.symlink": (1,),
+    "os.link": (1,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.utime": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
 }
-PATH_READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "shutil.copyfile": (0,), "shutil.copytree": (0,),
-                    "shutil.move": (0,), "glob.glob": (0,)}
-EXEC_EVENTS = {"subprocess.Popen": 1, "os.exec": 1, "os.posix_spawn": 1, "os.system": 0, "os.spawn": 2}
+PATH_READ_EVENTS = {
+    "os.listdir": (0,),
+    "os.scandir": (0,),
+    "shutil.copyfile": (0,),
+    "shutil.copytree": (0,),
+    "shutil.move": (0,),
+    "glob.glob": (0,),
+}
+EXEC_EVENTS = {
+    "subprocess.Popen": 1,
+    "os.exec": 1,
+    "os.posix_spawn": 1,
+    "os.system": 0,
+    "os.spawn": 2,
+}
 
 
 class Policy:
     """Where a submission may read and write."""
 
-    def __init__(self, workdir: str, deny: list, log_fd: int | None = None, extra_write: tuple = ("/dev",)):
+    def __init__(
+        self, workdir: str, deny: list, log_fd: int | None = None, extra_write: tuple = ("/dev",)
+    ):
         self.workdir = os.path.realpath(workdir)
         self.deny = [os.path.realpath(d) for d in deny if d]
         self.write_ok = [self.workdir, *(os.path.realpath(p) for p in extra_write)]
@@ -84,8 +112,9 @@ class Policy:
             path, mode, flags = (tuple(args) + (None, None, None))[:3]
             if self.denied(path):
                 return "read-solutions", str(path)
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-                (isinstance(flags, int) and flags & WRITE_FLAGS)
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & WRITE_FLAGS
+            )
             if writing and not self.writable(path):
                 return "write-outside", str(path)
             return None
@@ -112,8 +141,12 @@ def _hook_for(policy: Policy):
     state = threading.local()
 
     def hook(event, args):
-        if getattr(state, "busy", False) or not (event == "open" or event in PATH_WRITE_EVENTS
-                                                 or event in PATH_READ_EVENTS or event in EXEC_EVENTS):
+        if getattr(state, "busy", False) or not (
+            event == "open"
+            or event in PATH_WRITE_EVENTS
+            or event in PATH_READ_EVENTS
+            or event in EXEC_EVENTS
+        ):
             return
         state.busy = True  # realpath and the log write must not re-enter the hook
         try:
@@ -122,16 +155,24 @@ def _hook_for(policy: Policy):
                 return
             kind, path = found
             if policy.log_fd is not None:
-                line = json.dumps({"kind": kind, "path": path, "event": event, "pid": os.getpid()}) + "\n"
+                line = (
+                    json.dumps({"kind": kind, "path": path, "event": event, "pid": os.getpid()})
+                    + "\n"
+                )
                 try:
                     os.write(policy.log_fd, line.encode())
                 except OSError:
                     pass
         finally:
             state.busy = False
-        what = "reading the solutions or other graded material" if kind == "read-solutions" \
+        what = (
+            "reading the solutions or other graded material"
+            if kind == "read-solutions"
             else "writing outside the submission's folder"
-        raise PermissionError(f"[grader] {event} {path!r} denied: {what} is not allowed while grading")
+        )
+        raise PermissionError(
+            f"[grader] {event} {path!r} denied: {what} is not allowed while grading"
+        )
 
     return hook
 
@@ -145,6 +186,7 @@ def install(environ=None) -> bool:
     config = json.loads(spec)
     log_fd = None
     if config.get("log"):
-        log_fd = os.open(config["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # before the hook
+        # before the hook
+        log_fd = os.open(config["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.addaudithook(_hook_for(Policy(config["workdir"], config.get("deny", []), log_fd)))
     return True

@@ -9,6 +9,7 @@ to that user first (the kernel's connection file). Running as another user is wh
 submission's code away from the grader: it cannot write the course's files or the virtual
 environment, read the grader's environment in /proc, or signal the grader's processes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,14 @@ PR_SET_NO_NEW_PRIVS = 38
 
 def limits_args(limits: dict, uid: int | None) -> list:
     """The options of this module for ``limits`` ({'mem_mb', 'nproc', 'cpu'}) and an optional user."""
-    args = ["--mem-mb", str(int(limits["mem_mb"])), "--nproc", str(int(limits["nproc"])),
-            "--cpu", str(int(limits["cpu"]))]
+    args = [
+        "--mem-mb",
+        str(int(limits["mem_mb"])),
+        "--nproc",
+        str(int(limits["nproc"])),
+        "--cpu",
+        str(int(limits["cpu"])),
+    ]
     return args + (["--uid", str(uid)] if uid is not None else [])
 
 
@@ -33,8 +40,11 @@ def command(limits: dict, uid: int | None, cmd: list, give: str | None = None) -
 
     boot = f"import sys; sys.path.insert(0, {ROOT!r}); from hvdcourse.course.grading.confine import main; main()"
     # -I: the wrapper itself ignores the sandbox's PYTHONPATH (its audit hook would refuse the chown)
-    return ([sys.executable, "-I", "-c", boot, *limits_args(limits, uid)]
-            + (["--give", give] if give else []) + ["--", *cmd])
+    return (
+        [sys.executable, "-I", "-c", boot, *limits_args(limits, uid)]
+        + (["--give", give] if give else [])
+        + ["--", *cmd]
+    )
 
 
 def apply(mem_mb: int, nproc: int, cpu: int, uid: int | None = None, give: tuple = ()) -> None:
@@ -42,7 +52,8 @@ def apply(mem_mb: int, nproc: int, cpu: int, uid: int | None = None, give: tuple
     if mem_mb > 0:
         resource.setrlimit(resource.RLIMIT_AS, (mem_mb * 2**20, mem_mb * 2**20))
     if cpu > 0:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU at cpu s, SIGKILL 5 s later
+        # SIGXCPU at cpu s, SIGKILL 5 s later
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if uid is not None:
         for path in give:

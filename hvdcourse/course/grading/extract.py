@@ -18,6 +18,7 @@ so. The facts the judge trusts (which answers are defined, whether a function st
 placeholder, the value of a constant answer such as ``bugs``) come from here, never from a process
 that ran the learner's code.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,9 +26,25 @@ from dataclasses import dataclass, field
 
 from hvdcourse.course.exercises.common import PLACEHOLDER
 
-SAFE_EXPR = (ast.Constant, ast.Name, ast.Attribute, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.BinOp,
-             ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Load, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
-             ast.Starred)
+SAFE_EXPR = (
+    ast.Constant,
+    ast.Name,
+    ast.Attribute,
+    ast.Tuple,
+    ast.List,
+    ast.Set,
+    ast.Dict,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.Load,
+    ast.operator,
+    ast.unaryop,
+    ast.boolop,
+    ast.cmpop,
+    ast.Starred,
+)
 HOOKS = {"__init_subclass__", "__set_name__", "__class_getitem__", "__mro_entries__", "__prepare__"}
 
 
@@ -35,7 +52,8 @@ HOOKS = {"__init_subclass__", "__set_name__", "__class_getitem__", "__mro_entrie
 class Extracted:
     """What the grader keeps of a notebook: per cell, the kept statements; facts about each name."""
 
-    cells: list = field(default_factory=list)  # [(cell number, transformed source, ast.Module of kept)]
+    # [(cell number, transformed source, ast.Module of kept)]
+    cells: list = field(default_factory=list)
     left_out: list = field(default_factory=list)  # [(cell number, line, what)]
     unparsable: list = field(default_factory=list)  # [(cell number, message)]
     bound: dict = field(default_factory=dict)  # name -> facts of its last kept binding
@@ -52,16 +70,22 @@ class Extracted:
 def _safe_expr(node) -> bool:
     if isinstance(node, ast.Lambda):
         return _safe_args(node.args)
-    return isinstance(node, SAFE_EXPR) and all(_safe_expr(child) for child in ast.iter_child_nodes(node))
+    return isinstance(node, SAFE_EXPR) and all(
+        _safe_expr(child) for child in ast.iter_child_nodes(node)
+    )
 
 
 def _safe_args(args: ast.arguments) -> bool:
-    return all(_safe_expr(d) for d in args.defaults + [d for d in args.kw_defaults if d is not None])
+    return all(
+        _safe_expr(d) for d in args.defaults + [d for d in args.kw_defaults if d is not None]
+    )
 
 
 def _strip_annotations(fn) -> None:
     fn.returns = None
-    for arg in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs + [fn.args.vararg, fn.args.kwarg]:
+    for arg in (
+        fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs + [fn.args.vararg, fn.args.kwarg]
+    ):
         if arg is not None:
             arg.annotation = None
 
@@ -75,8 +99,9 @@ def _root(node):
 def _safe_def(fn, imported: set) -> bool:
     if isinstance(fn, ast.ClassDef):
         return False
-    ok_decorators = all(isinstance(d, (ast.Name, ast.Attribute)) and _root(d) in imported
-                        for d in fn.decorator_list)
+    ok_decorators = all(
+        isinstance(d, (ast.Name, ast.Attribute)) and _root(d) in imported for d in fn.decorator_list
+    )
     if ok_decorators and _safe_args(fn.args):
         _strip_annotations(fn)
         return True
@@ -86,8 +111,10 @@ def _safe_def(fn, imported: set) -> bool:
 def _safe_class(cls, imported: set, classes: set) -> bool:
     if cls.decorator_list or cls.keywords:
         return False
-    if not all(isinstance(b, (ast.Name, ast.Attribute)) and (_root(b) in imported or _root(b) in classes)
-               for b in cls.bases):
+    if not all(
+        isinstance(b, (ast.Name, ast.Attribute)) and (_root(b) in imported or _root(b) in classes)
+        for b in cls.bases
+    ):
         return False
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -96,7 +123,10 @@ def _safe_class(cls, imported: set, classes: set) -> bool:
         elif isinstance(stmt, ast.Assign):
             if not (all(isinstance(t, ast.Name) for t in stmt.targets) and _safe_expr(stmt.value)):
                 return False
-        elif not (isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))):
+        elif not (
+            isinstance(stmt, ast.Pass)
+            or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        ):
             return False
     return True
 
@@ -111,16 +141,23 @@ def _targets(stmt) -> list:
     return names
 
 
-QUIET_NAMES = {"checks", "sorted", "print", "display", "len", "list"}  # a notebook's own check and show cells
+# a notebook's own check and show cells
+QUIET_NAMES = {"checks", "sorted", "print", "display", "len", "list"}
 
 
 def _describe(stmt) -> str:
-    if isinstance(stmt, ast.Expr) and {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} <= QUIET_NAMES:
-        return ""  # e.g. checks.ex01_collectives(after_collectives): left out, not worth a line of feedback
+    if (
+        isinstance(stmt, ast.Expr)
+        and {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} <= QUIET_NAMES
+    ):
+        # e.g. checks.ex01_collectives(after_collectives): left out, not worth a line of feedback
+        return ""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         return "a call"
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return f"the definition of {stmt.name} (decorator, default value or class body that runs code)"
+        return (
+            f"the definition of {stmt.name} (decorator, default value or class body that runs code)"
+        )
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         return "an assignment that runs code"
     return f"a top-level {type(stmt).__name__.lower()} statement"
@@ -157,13 +194,17 @@ def extract(nb) -> Extracted:
             if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
                 continue
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                if isinstance(stmt, ast.ImportFrom) and (stmt.level or any(a.name == "*" for a in stmt.names)):
+                if isinstance(stmt, ast.ImportFrom) and (
+                    stmt.level or any(a.name == "*" for a in stmt.names)
+                ):
                     out.left_out.append((number, stmt.lineno, "a relative or star import"))
                     continue
                 names = [(a.asname or a.name).split(".")[0] for a in stmt.names]
                 imported.update(names)
                 facts = {"kind": "import"}
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and _safe_def(stmt, imported):
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and _safe_def(
+                stmt, imported
+            ):
                 names = [stmt.name]
                 segment = ast.get_source_segment(source, stmt) or ""
                 facts = {"kind": "function", "placeholder": PLACEHOLDER in segment}
@@ -171,11 +212,17 @@ def extract(nb) -> Extracted:
                 names = [stmt.name]
                 classes.add(stmt.name)
                 facts = {"kind": "class"}
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None \
-                    and _targets(stmt) and _safe_expr(stmt.value):
+            elif (
+                isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                and stmt.value is not None
+                and _targets(stmt)
+                and _safe_expr(stmt.value)
+            ):
                 names = _targets(stmt)
                 if isinstance(stmt, ast.AnnAssign):
-                    stmt = ast.copy_location(ast.Assign(targets=[stmt.target], value=stmt.value), stmt)
+                    stmt = ast.copy_location(
+                        ast.Assign(targets=[stmt.target], value=stmt.value), stmt
+                    )
                 facts = {"kind": "value"}
                 if len(names) == 1 and not isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
                     if isinstance(stmt.value, ast.Lambda):

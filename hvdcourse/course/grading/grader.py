@@ -15,6 +15,7 @@ the points. Checks of distributed code run on 2 MPI ranks. Writes ``scores.csv``
 ``feedback/<student>.md``, ``summary.md`` and ``results.json`` into RESULTS, with a progress bar.
 A broken submission gets its own result and never stops the batch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,8 @@ from hvdcourse.course.grading.runner import TOKEN_ENV
 from hvdcourse.runtime.errors import UsageError, run_cli
 from hvdcourse.runtime.paths import ROOT  # the folder that holds the package
 
-SANDBOX_UID = 61000  # the first sandbox user (one per notebook graded at once), when the grader runs as root
+# the first sandbox user (one per notebook graded at once), when the grader runs as root
+SANDBOX_UID = 61000
 DEFAULT_LIMITS = {"mem_mb": 6144, "nproc": 512, "cpu": 900}
 ACTIVE, ACTIVE_UIDS = set(), set()  # tokens and sandbox users of the notebooks being graded now
 
@@ -52,11 +54,15 @@ def discover(root: str) -> list:
         if entry.startswith("."):
             continue
         if os.path.isdir(path):
-            found = sorted(os.path.join(d, f) for d, dirs, files in os.walk(path) for f in files
-                           if f.endswith(".ipynb") and ".ipynb_checkpoints" not in d)
+            found = sorted(
+                os.path.join(d, f)
+                for d, dirs, files in os.walk(path)
+                for f in files
+                if f.endswith(".ipynb") and ".ipynb_checkpoints" not in d
+            )
             students[entry] = found
         elif entry.endswith(".ipynb"):
-            students.setdefault(entry[:-len(".ipynb")], []).append(path)
+            students.setdefault(entry[: -len(".ipynb")], []).append(path)
     return sorted(students.items())
 
 
@@ -101,8 +107,14 @@ def can_hide() -> bool:
         ok = False
         if exe and os.geteuid() == 0:
             try:
-                ok = subprocess.run([exe, "--mount", "--propagation", "private", "true"],
-                                    capture_output=True, timeout=20).returncode == 0
+                ok = (
+                    subprocess.run(
+                        [exe, "--mount", "--propagation", "private", "true"],
+                        capture_output=True,
+                        timeout=20,
+                    ).returncode
+                    == 0
+                )
             except (OSError, subprocess.SubprocessError):
                 ok = False
         _UNSHARE = exe if ok else ""
@@ -111,9 +123,18 @@ def can_hide() -> bool:
 
 def deny_list(submissions: str, out: str, scratch: str) -> list:
     """Folders a submission may not read: solutions, sources, tests, git, submissions, results."""
-    candidates = [paths.SOLUTIONS_DIR, paths.SOURCE_DIR, os.path.join(paths.ROOT, "tests"),
-                  os.path.join(paths.ROOT, ".git"), submissions, out]
-    needed = [os.path.realpath(p) for p in (scratch, paths.ROOT, os.path.dirname(paths.__file__), sys.prefix)]
+    candidates = [
+        paths.SOLUTIONS_DIR,
+        paths.SOURCE_DIR,
+        os.path.join(paths.ROOT, "tests"),
+        os.path.join(paths.ROOT, ".git"),
+        submissions,
+        out,
+    ]
+    needed = [
+        os.path.realpath(p)
+        for p in (scratch, paths.ROOT, os.path.dirname(paths.__file__), sys.prefix)
+    ]
     deny = []
     for folder in candidates:
         real = os.path.realpath(folder)
@@ -130,47 +151,97 @@ def limits_of(args) -> dict:
 
 def judge(report: dict, timeout: float = 120) -> list:
     """The points, decided by a fresh process loaded from the course's own folder (see judge.py)."""
-    job = {"exercises": report.get("exercises", []), "static": report.get("static", {}),
-           "answers": report.get("answers")}
+    job = {
+        "exercises": report.get("exercises", []),
+        "static": report.get("static", {}),
+        "answers": report.get("answers"),
+    }
     boot = f"import sys; sys.path.insert(0, {ROOT!r}); from hvdcourse.course.grading.judge import main; sys.exit(main())"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": tempfile.gettempdir()}
-    run = subprocess.run([sys.executable, "-I", "-c", boot], input=json.dumps(job), capture_output=True,
-                         text=True, env=env, timeout=timeout)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": tempfile.gettempdir(),
+    }
+    run = subprocess.run(
+        [sys.executable, "-I", "-c", boot],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     if run.returncode != 0:
-        raise RuntimeError(f"the judge failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+        raise RuntimeError(
+            f"the judge failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:300]}"
+        )
     return json.loads(run.stdout)["results"]
 
 
-def grade_notebook(student: str, path: str, args, scratch: str, deny: list, number: int, uid=None) -> dict:
+def grade_notebook(
+    student: str, path: str, args, scratch: str, deny: list, number: int, uid=None
+) -> dict:
     """Run one notebook through the runner, then the judge; always return a report."""
     name = os.path.basename(path)
     problem = read_problem(path)
     if problem:
-        return {"name": name, "report": {"status": "unreadable", "problem": f"the file is {problem}", "errors": [],
-                                         "results": [], "violations": [], "seconds": 0}}
+        return {
+            "name": name,
+            "report": {
+                "status": "unreadable",
+                "problem": f"the file is {problem}",
+                "errors": [],
+                "results": [],
+                "violations": [],
+                "seconds": 0,
+            },
+        }
     sandbox = os.path.join(scratch, f"s{number}")
     private = os.path.join(scratch, f"p{number}")
     os.makedirs(sandbox, mode=0o700)
     os.makedirs(private, mode=0o700)
-    job = {"notebook": os.path.abspath(path), "sandbox": sandbox, "private": private, "deny": deny,
-           "site": os.path.join(scratch, f"site{number}"), "answers_dir": os.path.join(scratch, f"a{number}"),
-           "root": ROOT, "uid": uid, "limits": limits_of(args),
-           "exercises": notebook_exercises(path), "timeout": args.timeout, "check_timeout": args.timeout,
-           "cell_timeout": args.cell_timeout or args.timeout,
-           "output_cap": int(args.output_cap * 1000), "report": os.path.join(private, "report.json"),
-           "hide": can_hide() and not args.no_hide, "rank_locks": getattr(args, "rank_locks", [])}
+    job = {
+        "notebook": os.path.abspath(path),
+        "sandbox": sandbox,
+        "private": private,
+        "deny": deny,
+        "site": os.path.join(scratch, f"site{number}"),
+        "answers_dir": os.path.join(scratch, f"a{number}"),
+        "root": ROOT,
+        "uid": uid,
+        "limits": limits_of(args),
+        "exercises": notebook_exercises(path),
+        "timeout": args.timeout,
+        "check_timeout": args.timeout,
+        "cell_timeout": args.cell_timeout or args.timeout,
+        "output_cap": int(args.output_cap * 1000),
+        "report": os.path.join(private, "report.json"),
+        "hide": can_hide() and not args.no_hide,
+        "rank_locks": getattr(args, "rank_locks", []),
+    }
     with open(os.path.join(private, "job.json"), "w") as fh:
         json.dump(job, fh)
     token = secrets.token_hex(12)
     ACTIVE.add(token)
     env = dict(os.environ, **{TOKEN_ENV: token})
     env.pop("HVDCOURSE_SANDBOX", None)
-    cmd = [sys.executable, "-m", "hvdcourse.course.grading.runner", "--job", os.path.join(private, "job.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hvdcourse.course.grading.runner",
+        "--job",
+        os.path.join(private, "job.json"),
+    ]
     if job["hide"]:
         cmd = [_UNSHARE, "--mount", "--propagation", "private", "--"] + cmd
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=private,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=private,
+        start_new_session=True,
+    )
     try:
         stderr, _ = proc.communicate(timeout=2 * args.timeout + GRACE)
         timed_out = False
@@ -188,12 +259,23 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
         with open(job["report"]) as fh:
             report = json.load(fh)
     elif timed_out:
-        report = {"status": "timeout", "problem": f"the notebook ran longer than {args.timeout:g} s; its kernel "
-                  "and every process it started were killed", "errors": [], "results": [], "violations": []}
+        report = {
+            "status": "timeout",
+            "problem": f"the notebook ran longer than {args.timeout:g} s; its kernel "
+            "and every process it started were killed",
+            "errors": [],
+            "results": [],
+            "violations": [],
+        }
     else:
         tail = stderr.decode(errors="replace").strip().splitlines()[-1:] if stderr else []
-        report = {"status": "grader-error", "problem": f"the runner stopped without a report: {' '.join(tail)[:200]}",
-                  "errors": [], "results": [], "violations": []}
+        report = {
+            "status": "grader-error",
+            "problem": f"the runner stopped without a report: {' '.join(tail)[:200]}",
+            "errors": [],
+            "results": [],
+            "violations": [],
+        }
     if report.get("exercises"):
         try:
             report["results"] = judge(report)
@@ -203,10 +285,14 @@ def grade_notebook(student: str, path: str, args, scratch: str, deny: list, numb
     reads = [v for v in report.get("violations", []) if v["kind"] == "read-solutions"]
     if reads:  # whatever else happened, this notebook is not graded
         report["status"] = "violation"
-        report["problem"] = (f"it tried to read {reads[0]['path']}; reading the solutions or other graded "
-                             "material is not allowed, so this notebook gets no points")
-        report["results"] = [reporting.zeroed(r, "not graded: the notebook tried to read the solutions")
-                             for r in report.get("results", [])]
+        report["problem"] = (
+            f"it tried to read {reads[0]['path']}; reading the solutions or other graded "
+            "material is not allowed, so this notebook gets no points"
+        )
+        report["results"] = [
+            reporting.zeroed(r, "not graded: the notebook tried to read the solutions")
+            for r in report.get("results", [])
+        ]
     report["seconds"] = round(time.monotonic() - start, 1)
     if not args.keep:
         for folder in (sandbox, job["answers_dir"], job["site"]):
@@ -249,54 +335,110 @@ def jobs_auto(cores: int | None = None) -> tuple:
 
 def add_options(parser) -> None:
     """The grading options, shared by the local and the Slurm modes."""
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per notebook (default 600)")
-    parser.add_argument("--cell-timeout", type=float, default=None,
-                        help="seconds per student cell (default: the notebook's limit); the checks get the rest")
-    parser.add_argument("--output-cap", type=float, default=2000, help="kB of output per notebook (default 2000)")
-    parser.add_argument("--mem-mb", type=int, default=DEFAULT_LIMITS["mem_mb"],
-                        help=f"address space per process, MB (default {DEFAULT_LIMITS['mem_mb']}: TensorFlow with "
-                        "MPI maps about 3 GB; 0 = no limit)")
-    parser.add_argument("--nproc", type=int, default=DEFAULT_LIMITS["nproc"],
-                        help=f"processes and threads of the sandbox user (default {DEFAULT_LIMITS['nproc']}; only "
-                        "when the grader runs as root, with a user per notebook)")
-    parser.add_argument("--cpu", type=int, default=DEFAULT_LIMITS["cpu"],
-                        help=f"CPU seconds per process (default {DEFAULT_LIMITS['cpu']})")
-    parser.add_argument("--no-hide", action="store_true",
-                        help="do not hide the denied folders in a mount namespace (the audit hook still denies)")
-    parser.add_argument("--keep", action="store_true", help="keep each notebook's sandbox folder (debugging)")
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="seconds per notebook (default 600)"
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=None,
+        help="seconds per student cell (default: the notebook's limit); the checks get the rest",
+    )
+    parser.add_argument(
+        "--output-cap", type=float, default=2000, help="kB of output per notebook (default 2000)"
+    )
+    parser.add_argument(
+        "--mem-mb",
+        type=int,
+        default=DEFAULT_LIMITS["mem_mb"],
+        help=f"address space per process, MB (default {DEFAULT_LIMITS['mem_mb']}: TensorFlow with "
+        "MPI maps about 3 GB; 0 = no limit)",
+    )
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        default=DEFAULT_LIMITS["nproc"],
+        help=f"processes and threads of the sandbox user (default {DEFAULT_LIMITS['nproc']}; only "
+        "when the grader runs as root, with a user per notebook)",
+    )
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=DEFAULT_LIMITS["cpu"],
+        help=f"CPU seconds per process (default {DEFAULT_LIMITS['cpu']})",
+    )
+    parser.add_argument(
+        "--no-hide",
+        action="store_true",
+        help="do not hide the denied folders in a mount namespace (the audit hook still denies)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep each notebook's sandbox folder (debugging)"
+    )
 
 
 def grade_class(argv=None) -> int:
     """Grade a class from the command line ``argv``; raises :class:`~hvdcourse.runtime.errors.UsageError` on bad input."""
     parser = argparse.ArgumentParser(
-        prog="hvdcourse-grade", description="Grade a class's exercise notebooks: every notebook runs in a sandbox "
+        prog="hvdcourse-grade",
+        description="Grade a class's exercise notebooks: every notebook runs in a sandbox "
         "with time, memory, process and CPU limits; writes scores.csv, feedback/<student>.md, summary.md and "
-        "results.json.")
+        "results.json.",
+    )
     parser.add_argument("submissions", help="folder with one folder (or one .ipynb) per student")
     parser.add_argument("--out", required=True, help="folder for scores.csv, feedback/, summary.md")
-    parser.add_argument("--jobs", default="1", help="notebooks graded at once, or 'auto' (one per core; the "
-                        "2-rank checks take turns so they never share a core); default 1")
+    parser.add_argument(
+        "--jobs",
+        default="1",
+        help="notebooks graded at once, or 'auto' (one per core; the "
+        "2-rank checks take turns so they never share a core); default 1",
+    )
     add_options(parser)
-    parser.add_argument("--slurm", action="store_true",
-                        help="grade on Slurm: one array task per student (or per notebook), each with these "
-                        "limits; waits for the tasks and writes the same files as a local run")
-    parser.add_argument("--slurm-per", choices=("student", "notebook"), default="student",
-                        help="what one array task grades (default: student)")
-    parser.add_argument("--slurm-wait", type=float, default=None,
-                        help="seconds to wait for the whole array before it is cancelled (default: every "
-                        "notebook's time limit, one after the other)")
-    parser.add_argument("--slurm-dir", default=None,
-                        help="shared folder for the array's tasks, logs and results (default: OUT/slurm); the "
-                        "compute nodes must see it, the submissions and the course at the same paths")
-    parser.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                        help="an sbatch option for the array, e.g. --sbatch=--partition=short "
-                        "--sbatch=--cpus-per-task=2 (repeat for several)")
-    parser.add_argument("--record", default=None, metavar="JSON",
-                        help="add this run's timings (machine, load average, seconds per notebook) to a JSON "
-                        "file such as book/data/grading_throughput.json")
+    parser.add_argument(
+        "--slurm",
+        action="store_true",
+        help="grade on Slurm: one array task per student (or per notebook), each with these "
+        "limits; waits for the tasks and writes the same files as a local run",
+    )
+    parser.add_argument(
+        "--slurm-per",
+        choices=("student", "notebook"),
+        default="student",
+        help="what one array task grades (default: student)",
+    )
+    parser.add_argument(
+        "--slurm-wait",
+        type=float,
+        default=None,
+        help="seconds to wait for the whole array before it is cancelled (default: every "
+        "notebook's time limit, one after the other)",
+    )
+    parser.add_argument(
+        "--slurm-dir",
+        default=None,
+        help="shared folder for the array's tasks, logs and results (default: OUT/slurm); the "
+        "compute nodes must see it, the submissions and the course at the same paths",
+    )
+    parser.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an sbatch option for the array, e.g. --sbatch=--partition=short "
+        "--sbatch=--cpus-per-task=2 (repeat for several)",
+    )
+    parser.add_argument(
+        "--record",
+        default=None,
+        metavar="JSON",
+        help="add this run's timings (machine, load average, seconds per notebook) to a JSON "
+        "file such as book/data/grading_throughput.json",
+    )
     args = parser.parse_args(argv)
     if not os.path.isdir(args.submissions):
-        raise UsageError(f"{args.submissions!r} is not a folder; give the folder of the students' notebooks")
+        raise UsageError(
+            f"{args.submissions!r} is not a folder; give the folder of the students' notebooks"
+        )
     args.jobs_option, args.load_before, args.cpu_before = args.jobs, os.getloadavg(), cpu_seconds()
     if args.jobs == "auto":
         args.jobs, rank_slots = jobs_auto()
@@ -310,8 +452,10 @@ def grade_class(argv=None) -> int:
         parser.error("--timeout must be > 0 and --jobs >= 1")
     students = discover(args.submissions)
     if not students:
-        raise UsageError(f"no notebooks found in {args.submissions}: it should hold one folder per student "
-                         "with their .ipynb files")
+        raise UsageError(
+            f"no notebooks found in {args.submissions}: it should hold one folder per student "
+            "with their .ipynb files"
+        )
     os.makedirs(args.out, exist_ok=True)
     start = time.monotonic()
     if args.slurm:
@@ -331,7 +475,8 @@ def grade_local(args, students: list, rank_slots: int) -> list:
     os.chmod(scratch, 0o711)  # the sandbox users may enter their own folder, not list the others
     deny = deny_list(args.submissions, args.out, scratch)
     tasks = [(s, p) for s, nbs in students for p in nbs]
-    root = os.geteuid() == 0 and can_hide() and not args.no_hide  # a user per notebook needs the namespace
+    # a user per notebook needs the namespace
+    root = os.geteuid() == 0 and can_hide() and not args.no_hide
     users = queue.Queue()
     base = free_uids(args.jobs) if root else None
     for slot in range(args.jobs):
@@ -339,12 +484,18 @@ def grade_local(args, students: list, rank_slots: int) -> list:
         if root:
             ACTIVE_UIDS.add(base + slot)
     args.rank_locks = [os.path.join(scratch, f"ranks{i}.lock") for i in range(rank_slots)]
-    print(f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time "
-          f"({rank_slots} rank check(s) at a time), {args.timeout:g} s each at most; limits: {args.mem_mb} MB, "
-          f"{args.nproc} processes, {args.cpu} CPU s; sandbox: audit hook"
-          + (" + hidden folders (mount namespace)" if can_hide() and not args.no_hide else "")
-          + (" + a user per notebook" if root else " (same user as the grader: run as root for a user per "
-             "notebook)"), flush=True)
+    print(
+        f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time "
+        f"({rank_slots} rank check(s) at a time), {args.timeout:g} s each at most; limits: {args.mem_mb} MB, "
+        f"{args.nproc} processes, {args.cpu} CPU s; sandbox: audit hook"
+        + (" + hidden folders (mount namespace)" if can_hide() and not args.no_hide else "")
+        + (
+            " + a user per notebook"
+            if root
+            else " (same user as the grader: run as root for a user per notebook)"
+        ),
+        flush=True,
+    )
     done, lock, start = [0], threading.Lock(), time.monotonic()
 
     def work(item):
@@ -356,9 +507,12 @@ def grade_local(args, students: list, rank_slots: int) -> list:
             users.put(uid)
         with lock:
             done[0] += 1
-            print(f"[{done[0]}/{len(tasks)}] {student}/{outcome['name']}: {_outcome_line(outcome['report'])} "
-                  f"({outcome['report'].get('seconds', 0):.0f} s)  "
-                  f"{progress_line(done[0], len(tasks), time.monotonic() - start)}", flush=True)
+            print(
+                f"[{done[0]}/{len(tasks)}] {student}/{outcome['name']}: {_outcome_line(outcome['report'])} "
+                f"({outcome['report'].get('seconds', 0):.0f} s)  "
+                f"{progress_line(done[0], len(tasks), time.monotonic() - start)}",
+                flush=True,
+            )
         return student, outcome
 
     try:
@@ -382,8 +536,13 @@ def cpu_seconds() -> float:
     """CPU time (user + system) of this grader and of every process it started that has ended."""
     import resource
 
-    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
-                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
 
 
 def record_throughput(args, students: list, outcomes: list, seconds: float) -> None:
@@ -392,22 +551,38 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
     import datetime
 
     per_notebook = {f"{s}/{o['name']}": o["report"].get("seconds", 0) for s, o in outcomes}
-    entry = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-             "machine": {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
-                         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-             "load_average_before": [round(x, 2) for x in args.load_before],
-             "load_average_after": [round(x, 2) for x in os.getloadavg()],
-             "mode": "slurm" if args.slurm else "local", "jobs": args.jobs_option, "jobs_used": args.jobs,
-             "students": len(students), "notebooks": len(outcomes), "wall_seconds": round(seconds, 1),
-             "cpu_seconds": round(cpu_seconds() - args.cpu_before, 1), "notebook_seconds": per_notebook,
-             "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
-             "points": sum(r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])),
-             "max_points": sum(r.get("max_score", 0) for _, o in outcomes for r in o["report"].get("results", []))}
+    entry = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {
+            "cpu": cpu_model(),
+            "cores": len(os.sched_getaffinity(0)),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        },
+        "load_average_before": [round(x, 2) for x in args.load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "mode": "slurm" if args.slurm else "local",
+        "jobs": args.jobs_option,
+        "jobs_used": args.jobs,
+        "students": len(students),
+        "notebooks": len(outcomes),
+        "wall_seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu_seconds() - args.cpu_before, 1),
+        "notebook_seconds": per_notebook,
+        "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
+        "points": sum(
+            r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])
+        ),
+        "max_points": sum(
+            r.get("max_score", 0) for _, o in outcomes for r in o["report"].get("results", [])
+        ),
+    }
     data = {"runs": []}
     if os.path.isfile(args.record):
         with open(args.record) as fh:
             data = json.load(fh)
-    data["runs"] = [r for r in data.get("runs", []) if (r["mode"], r["jobs"]) != (entry["mode"], entry["jobs"])]
+    data["runs"] = [
+        r for r in data.get("runs", []) if (r["mode"], r["jobs"]) != (entry["mode"], entry["jobs"])
+    ]
     data["runs"].append(entry)
     with open(args.record, "w") as fh:
         json.dump(data, fh, indent=1)
@@ -423,8 +598,11 @@ def write_results(out: str, students: list, outcomes: list, seconds: float) -> i
         by_student[student]["notebooks"].append(outcome)
     exercises = {e.id: e.title for e in EXERCISES.values()}
     written = reporting.write_all(out, list(by_student.values()), exercises, seconds)
-    print(f"wrote {written['csv']}, {written['summary']} and {len(by_student)} feedback file(s) in "
-          f"{written['feedback']}", flush=True)
+    print(
+        f"wrote {written['csv']}, {written['summary']} and {len(by_student)} feedback file(s) in "
+        f"{written['feedback']}",
+        flush=True,
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ It runs each check in replay mode (:class:`~hvdcourse.course.exercises.replay.Re
 code that learners run, with every call to their code answered from the data, and every expected
 value computed here. The results go to stdout, a pipe only the grader holds.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ def answers_for(exercise, static: dict, replayer):
             missing.append(name)
             values.append(None)
             if kind == "left-out":
-                notes.append(f"{name} is only defined in cell {facts.get('cell')} by a statement the grader does "
-                             "not run (only imports, definitions and constants are kept)")
+                notes.append(
+                    f"{name} is only defined in cell {facts.get('cell')} by a statement the grader does "
+                    "not run (only imports, definitions and constants are kept)"
+                )
         elif kind == "literal":
             values.append(replay.decode(facts.get("value")))
         elif kind in ("function", "class", "import"):
@@ -58,12 +61,20 @@ def judge(job: dict) -> list:
             with replay.mode(replayer):
                 result = exercise.check(*values, quiet=True)
         except replay.AnswerDataError as err:
-            result = CheckResult(ex_id, exercise.title, problem=f"your answers could not be judged: {err}",
-                                 status="error")
+            result = CheckResult(
+                ex_id,
+                exercise.title,
+                problem=f"your answers could not be judged: {err}",
+                status="error",
+            )
             missing, notes = [], []
         except Exception as err:  # malformed answer data must never take the batch down
-            result = CheckResult(ex_id, exercise.title, problem="your answers could not be judged: "
-                                 f"{type(err).__name__}: {str(err)[:200]}", status="error")
+            result = CheckResult(
+                ex_id,
+                exercise.title,
+                problem=f"your answers could not be judged: {type(err).__name__}: {str(err)[:200]}",
+                status="error",
+            )
             missing, notes = [], []
         if not result.findings:  # an error before the check declared its criteria: keep the maximum
             result.findings = exercise.check(*([None] * len(exercise.answers)), quiet=True).findings
@@ -72,9 +83,12 @@ def judge(job: dict) -> list:
         if missing:
             for f in result.findings:
                 f.passed = False
-            result.problem = f"the notebook defines no {', '.join(missing)}" + (f" ({'; '.join(notes)})"
-                                                                               if notes else "")
-            result.problem_hint = "keep the names given in the exercise, and run every cell before submitting"
+            result.problem = f"the notebook defines no {', '.join(missing)}" + (
+                f" ({'; '.join(notes)})" if notes else ""
+            )
+            result.problem_hint = (
+                "keep the names given in the exercise, and run every cell before submitting"
+            )
             result.status = "error"
         results.append(result.to_dict())
     return results

@@ -2,6 +2,7 @@
 
 Nothing that decides points runs in the student's kernel: see :mod:`hvdcourse.course.grading.judge`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,7 +28,9 @@ def cap_output(limit: int) -> None:
             self.count += len(text)
             if self.count > limit:
                 self.write = self._stream.write  # let the error itself be shown
-                raise OutputLimitExceeded(f"[grader] this cell printed more than {limit // 1000} kB")
+                raise OutputLimitExceeded(
+                    f"[grader] this cell printed more than {limit // 1000} kB"
+                )
             return self._stream.write(text)
 
         def __getattr__(self, name):

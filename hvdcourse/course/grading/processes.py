@@ -5,6 +5,7 @@ and the ranks inherit it, even after their parents die and they are re-parented.
 therefore reaches processes that a process-group kill misses (jupyter_client and the launcher both
 start new sessions). A submission's processes get no grace period: they are killed at once.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,9 @@ TOKEN = "HVDCOURSE_SUBMISSION_TOKEN"
 
 def tagged(token: str, spare: int | None = None) -> list:
     """PIDs of the processes whose environment holds ``HVDCOURSE_SUBMISSION_TOKEN=<token>``."""
-    return [p.pid for p in processes.with_env(TOKEN, token, exclude=() if spare is None else (spare,))]
+    return [
+        p.pid for p in processes.with_env(TOKEN, token, exclude=() if spare is None else (spare,))
+    ]
 
 
 def kill_tagged(token: str, spare: int | None = None) -> int:

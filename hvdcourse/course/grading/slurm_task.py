@@ -6,6 +6,7 @@ script of :mod:`hvdcourse.course.grading.slurm`): it grades its unit with the lo
 where the submitting grader merges them. It lives apart from :mod:`~hvdcourse.course.grading.slurm`
 because the grader imports that module to submit the array, and this one imports the grader.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,11 +21,14 @@ from hvdcourse.course.grading import grader, slurm
 
 def run_task(tasks_path: str, index: int) -> int:
     """One array task: grade the unit ``index`` here, one notebook at a time, and store the outcomes."""
-    signal.signal(signal.SIGTERM, grader.stop_active)  # scancel: no process of a notebook may outlive the task
+    # scancel: no process of a notebook may outlive the task
+    signal.signal(signal.SIGTERM, grader.stop_active)
     with open(tasks_path) as fh:
         tasks = json.load(fh)
     student, nbs = tasks["units"][index]
-    args = argparse.Namespace(**tasks["options"], jobs=1, submissions=tasks["submissions"], out=tasks["out"])
+    args = argparse.Namespace(
+        **tasks["options"], jobs=1, submissions=tasks["submissions"], out=tasks["out"]
+    )
     outcomes = grader.grade_local(args, [(student, nbs)], rank_slots=1)
     path = slurm.result_path(os.path.dirname(tasks_path), index)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
@@ -35,13 +39,21 @@ def run_task(tasks_path: str, index: int) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="One task of hvdcourse-grade --slurm (started by Slurm).")
-    parser.add_argument("--task", required=True, help="the tasks.json written by hvdcourse-grade --slurm")
-    parser.add_argument("--index", type=int, default=None, help="the unit to grade (default: SLURM_ARRAY_TASK_ID)")
+    parser = argparse.ArgumentParser(
+        description="One task of hvdcourse-grade --slurm (started by Slurm)."
+    )
+    parser.add_argument(
+        "--task", required=True, help="the tasks.json written by hvdcourse-grade --slurm"
+    )
+    parser.add_argument(
+        "--index", type=int, default=None, help="the unit to grade (default: SLURM_ARRAY_TASK_ID)"
+    )
     args = parser.parse_args(argv)
     index = args.index if args.index is not None else os.environ.get("SLURM_ARRAY_TASK_ID")
     if index is None:
-        parser.error("no SLURM_ARRAY_TASK_ID: this runs as a task of hvdcourse-grade --slurm (or give --index)")
+        parser.error(
+            "no SLURM_ARRAY_TASK_ID: this runs as a task of hvdcourse-grade --slurm (or give --index)"
+        )
     return run_task(args.task, int(index))
 
 

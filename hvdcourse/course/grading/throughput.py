@@ -9,6 +9,7 @@ where CLASS holds one student with the 11 solution notebooks (``python -m hvdcou
 --class-dir CLASS`` makes it). :func:`summary` turns the two runs into the numbers the instructor
 guide shows, including what each added Slurm node gives, computed from the measured times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,19 +35,29 @@ def summary(path: str = DATA) -> dict:
     """The serial and --jobs auto figures and the Slurm estimates per added node."""
     found = runs(path)
     if "1" not in found or "auto" not in found:
-        raise ValueError(f"{path} needs a --jobs 1 and a --jobs auto run; record them with the commands in "
-                         "hvdcourse.course.grading.throughput's docstring")
+        raise ValueError(
+            f"{path} needs a --jobs 1 and a --jobs auto run; record them with the commands in "
+            "hvdcourse.course.grading.throughput's docstring"
+        )
     serial, auto = found["1"], found["auto"]
     times = sorted(serial["notebook_seconds"].values())
     cores = auto["machine"]["cores"]
     load = max(serial["load_average_before"][0], auto["load_average_before"][0])
     cpu = min(r["cpu_seconds"] / r["students"] for r in (serial, auto))
     return {
-        "date": auto["date"][:10], "cpu": auto["machine"]["cpu"], "cores": cores, "load": load,
-        "loaded": load > cores, "notebooks": serial["notebooks"], "jobs_auto": auto["jobs_used"],
-        "serial_s": serial["wall_seconds"], "auto_s": auto["wall_seconds"],
+        "date": auto["date"][:10],
+        "cpu": auto["machine"]["cpu"],
+        "cores": cores,
+        "load": load,
+        "loaded": load > cores,
+        "notebooks": serial["notebooks"],
+        "jobs_auto": auto["jobs_used"],
+        "serial_s": serial["wall_seconds"],
+        "auto_s": auto["wall_seconds"],
         "speedup": serial["wall_seconds"] / auto["wall_seconds"],
-        "notebook_min_s": times[0], "notebook_median_s": times[len(times) // 2], "notebook_max_s": times[-1],
+        "notebook_min_s": times[0],
+        "notebook_median_s": times[len(times) // 2],
+        "notebook_max_s": times[-1],
         # a Slurm node like this machine grades a student (one array task) in the better of the two
         # measured times: one more node, this many more students per hour
         "students_per_hour_per_node": 3600 / min(serial["wall_seconds"], auto["wall_seconds"]),
@@ -56,8 +67,10 @@ def summary(path: str = DATA) -> dict:
         "cpu_per_student_s": cpu,
         "class_floor_min": CLASS * cpu / cores / 60,
         "class_auto_min": CLASS * auto["wall_seconds"] / auto["students"] / 60,
-        "full_marks": all(r.get("statuses") == ["ok"] and r.get("points") == r.get("max_points", -1) > 0
-                          for r in (serial, auto)),
+        "full_marks": all(
+            r.get("statuses") == ["ok"] and r.get("points") == r.get("max_points", -1) > 0
+            for r in (serial, auto)
+        ),
     }
 
 
@@ -79,9 +92,13 @@ def make_class(folder: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Grading throughput: make the measuring class, or print the "
-                                     "figures recorded in book/data/grading_throughput.json.")
-    parser.add_argument("--class-dir", help="write a one-student class of the 11 solutions here and stop")
+    parser = argparse.ArgumentParser(
+        description="Grading throughput: make the measuring class, or print the "
+        "figures recorded in book/data/grading_throughput.json."
+    )
+    parser.add_argument(
+        "--class-dir", help="write a one-student class of the 11 solutions here and stop"
+    )
     parser.add_argument("--data", default=DATA)
     args = parser.parse_args(argv)
     if args.class_dir:

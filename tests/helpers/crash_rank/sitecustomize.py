@@ -3,6 +3,7 @@
 Put this folder on PYTHONPATH and set HVDCOURSE_CRASH_RANK=N: the process whose SLURM_PROCID is N
 exits with status 3 about a second after Horovod has started, as a crashing rank would.
 """
+
 import os
 import sys
 import threading
