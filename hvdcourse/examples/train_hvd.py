@@ -78,7 +78,6 @@ def main(argv=None, callbacks=()) -> int:
         )
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     if hvd.rank() == 0:  # Horovod: only rank 0 writes checkpoints, others would corrupt them
-        training.ensure_writable_dir(args.checkpoint_dir)
         callbacks.append(checkpoint.callback())
     # Horovod: rank 0 restores; the epoch (or rank 0's error), then rank 0's weights and optimizer state, go to
     # every rank BEFORE the first step (the callback's broadcast after batch 1 is too late for a resumed run)

@@ -243,7 +243,6 @@ def main(argv=None, callbacks=()) -> int:
     checkpoint_dir = (
         args.checkpoint_dir if index == 0 else tempfile.mkdtemp(prefix=f"mwms-worker{index}-")
     )
-    training.ensure_writable_dir(checkpoint_dir)
     checkpoint = training.EpochCheckpoint(checkpoint_dir, model, optimizer)
     callbacks = [checkpoint.callback(), *callbacks]
     # MWMS: every worker restores worker 0's checkpoint itself (same file system here): nothing to broadcast

@@ -33,7 +33,6 @@ def main(argv=None, callbacks=()) -> int:
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
 
     callbacks = [*callbacks]
-    training.ensure_writable_dir(args.checkpoint_dir)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     callbacks.append(checkpoint.callback())
     initial_epoch = training.restore_together(checkpoint, args.resume)

@@ -90,7 +90,6 @@ def main(argv=None, callbacks=()) -> int:
         return loss_value
 
     if hvd.rank() == 0:  # Horovod: one header, not N
-        training.ensure_writable_dir(args.checkpoint_dir)
         print(
             f"[train_tape] data={dataset.source} ranks={hvd.size()} batch/rank={args.batch_size} "
             f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",

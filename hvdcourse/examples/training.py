@@ -208,9 +208,10 @@ def restore_together(
 
     The one restore of the course's trainers (lesson: Faults, hangs and elastic training):
 
-    1. rank 0 reads the latest checkpoint (if ``resume``): epoch, weights, optimizer state;
-    2. ``broadcast_object`` (Horovod's) sends the epoch to every rank, or the
-       :class:`CheckpointError` if the files could not be read: then every rank raises, rank 0 with
+    1. rank 0 makes sure it can write the checkpoint folder and reads the latest checkpoint (if
+       ``resume``): epoch, weights, optimizer state;
+    2. ``broadcast_object`` (Horovod's) sends the epoch to every rank, or the error (a folder it
+       cannot write, files it could not read): then every rank raises, rank 0 with
        the message, the others quietly (:class:`~hvdcourse.runtime.errors.StoppedWithRank0`), and no
        rank is left waiting in a collective for one that has exited;
     3. ``broadcast_variables`` (Horovod's) sends rank 0's weights and optimizer state
@@ -221,9 +222,7 @@ def restore_together(
     restored and sent too. Without the two functions (one worker, or workers that each read the
     same files, as MultiWorkerMirroredStrategy's do), each caller restores on its own.
     """
-    outcome = (
-        checkpoint.restore_or_error() if resume and (rank == 0 or broadcast_object is None) else 0
-    )
+    outcome = _first_state(checkpoint, resume) if rank == 0 or broadcast_object is None else 0
     if broadcast_object is not None:
         outcome = broadcast_object(outcome, root_rank=0)
     if isinstance(outcome, CourseError):
@@ -231,6 +230,15 @@ def restore_together(
     if broadcast_variables is not None:
         broadcast_variables(checkpoint.variables, root_rank=0)
     return int(outcome)
+
+
+def _first_state(checkpoint: EpochCheckpoint, resume: bool):
+    """The epoch to start from, or the :class:`CourseError` to stop every rank with."""
+    try:
+        ensure_writable_dir(checkpoint.directory)
+    except CourseError as err:
+        return err
+    return checkpoint.restore_or_error() if resume else 0
 
 
 def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:

@@ -10,9 +10,11 @@ import os
 import re
 import time
 
+import pytest
 import yaml
 
 from hvdcourse.course.book import book_build
+from hvdcourse.runtime.errors import RunFailed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -109,7 +111,8 @@ def test_a_failing_page_fails_the_build_and_the_next_build_reads_it_again(tmp_pa
     (tmp_path / "page.md").write_text(
         PAGE.replace("print(minipkg.run())", "raise RuntimeError('broken')")
     )
-    assert book_build.build_book(timeout=300, root=str(tmp_path), inputs=("minipkg",)) != 0
+    with pytest.raises(RunFailed, match="jupyter-book failed"):
+        book_build.build_book(timeout=300, root=str(tmp_path), inputs=("minipkg",))
     assert not (tmp_path / "_build" / ".doctrees" / "environment.pickle").exists()
 
 
