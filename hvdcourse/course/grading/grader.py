@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import queue
 import secrets
 import shutil
@@ -32,6 +31,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from hvdcourse.course.bench import machine
 from hvdcourse.course.exercises import paths
 from hvdcourse.course.grading.common import GRACE, progress_line
 from hvdcourse.course.grading import processes
@@ -523,15 +523,6 @@ def grade_local(args, students: list, rank_slots: int) -> list:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            names = [line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")]
-    except OSError:
-        names = []
-    return names[0] if names else platform.machine()
-
-
 def cpu_seconds() -> float:
     """CPU time (user + system) of this grader and of every process it started that has ended."""
     import resource
@@ -554,7 +545,7 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
     entry = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": {
-            "cpu": cpu_model(),
+            "cpu": machine.cpu_model(),
             "cores": len(os.sched_getaffinity(0)),
             "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         },
