@@ -78,3 +78,14 @@ def test_a_record_that_is_not_json_is_refused_before_anything_is_written(tmp_pat
         results.report({"value": object()}, environ)
     assert os.listdir(tmp_path) == ["rank-3.json"]
     assert json.loads((tmp_path / "rank-3.json").read_text()) == [{"ok": 1}]
+
+
+def test_the_runtime_reads_rank_size_and_local_rank_from_any_launcher():
+    from hvdcourse.runtime import ranks
+
+    assert ranks.launcher_rank({"OMPI_COMM_WORLD_RANK": "3"}) == 3
+    assert ranks.launcher_rank({"SLURM_PROCID": "1", "PMIX_RANK": "1"}) == 1
+    assert ranks.announced_rank({}) is None and ranks.launcher_rank({}) == 0
+    assert ranks.launcher_size({"OMPI_COMM_WORLD_SIZE": "4"}) == 4 and ranks.launcher_size({}) == 1
+    assert ranks.launcher_local_rank({"SLURM_LOCALID": "2"}) == 2
+    assert ranks.launcher_local_rank({}) == 0

@@ -26,8 +26,7 @@ import sys
 import tempfile
 
 from hvdcourse.runtime.errors import RunTimeout, UsageError
-
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "HOROVOD_RANK")
+from hvdcourse.runtime.ranks import announced_rank
 
 
 def free_ports(count: int, host: str = "localhost") -> list:
@@ -60,15 +59,6 @@ def tf_config(cluster: list, index: int) -> dict:
     return {"cluster": {"worker": list(cluster)}, "task": {"type": "worker", "index": index}}
 
 
-def launcher_rank(env=None):
-    """This process's rank as set by mpirun/srun/horovodrun, or None when no launcher set one."""
-    env = os.environ if env is None else env
-    for var in RANK_VARIABLES:
-        if var in env:
-            return int(env[var])
-    return None
-
-
 def configure_worker(cluster_text: str | None, env=None) -> tuple:
     """Set ``TF_CONFIG`` from ``--cluster`` (index from the launcher's rank); return (index, cluster).
 
@@ -78,7 +68,7 @@ def configure_worker(cluster_text: str | None, env=None) -> tuple:
     env = os.environ if env is None else env
     if cluster_text:
         cluster = [addr.strip() for addr in cluster_text.split(",") if addr.strip()]
-        rank = launcher_rank(env)
+        rank = announced_rank(env)
         if rank is None:
             if len(cluster) > 1:
                 raise UsageError(

@@ -10,12 +10,41 @@ from __future__ import annotations
 import os
 
 RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+LOCAL_RANK_VARIABLES = (
+    "HOROVOD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "MPI_LOCALRANKID",
+)
+
+
+def _announced(names, environ=None):
+    environ = os.environ if environ is None else environ
+    for name in names:
+        if environ.get(name, "").isdigit():
+            return int(environ[name])
+    return None
+
+
+def announced_rank(environ=None):
+    """This process's rank as its launcher announced it, or None when no launcher started it."""
+    return _announced(RANK_VARIABLES, environ)
 
 
 def launcher_rank(environ=None) -> int:
     """This process's rank as its launcher announced it (0 when started without one)."""
-    environ = os.environ if environ is None else environ
-    for name in RANK_VARIABLES:
-        if environ.get(name, "").isdigit():
-            return int(environ[name])
-    return 0
+    rank = announced_rank(environ)
+    return 0 if rank is None else rank
+
+
+def launcher_size(environ=None) -> int:
+    """How many ranks the launcher started (1 without one)."""
+    size = _announced(SIZE_VARIABLES, environ)
+    return 1 if size is None else size
+
+
+def launcher_local_rank(environ=None) -> int:
+    """This process's rank among the ranks of its node (0 without a launcher)."""
+    local = _announced(LOCAL_RANK_VARIABLES, environ)
+    return 0 if local is None else local

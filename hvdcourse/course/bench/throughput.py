@@ -29,13 +29,9 @@ import statistics
 import sys
 import time
 
+from hvdcourse.runtime.ranks import launcher_local_rank
+
 MODES = ("keras", "hvd", "mwms", "solo")
-LOCAL_RANK_VARIABLES = (
-    "HOROVOD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "SLURM_LOCALID",
-    "MPI_LOCALRANKID",
-)
 KNOB_PREFIXES = (
     "HOROVOD_CYCLE_TIME",
     "HOROVOD_FUSION_THRESHOLD",
@@ -131,11 +127,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def local_rank(env=None) -> int:
-    env = os.environ if env is None else env
-    for var in LOCAL_RANK_VARIABLES:
-        if var in env:
-            return int(env[var])
-    return 0
+    return launcher_local_rank(env)
 
 
 def bind_to_core(rank: int) -> int:

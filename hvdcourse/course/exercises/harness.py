@@ -21,7 +21,6 @@ import traceback
 from dataclasses import dataclass, field
 
 PAYLOAD = "payload.pkl"
-SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "HOROVOD_SIZE", "SLURM_NTASKS")
 
 
 @dataclass
@@ -141,10 +140,9 @@ def describe_failure(outcome: RanksOutcome) -> str:
 # ---------------------------------------------------------------- rank side
 def launcher_rank_size() -> tuple:
     """This rank and the number of ranks, as the launcher announced them (0 and 1 without one)."""
-    from hvdcourse.runtime.ranks import launcher_rank
+    from hvdcourse.runtime.ranks import launcher_rank, launcher_size
 
-    sizes = [os.environ[v] for v in SIZE_VARS if os.environ.get(v, "").isdigit()]
-    return launcher_rank(), int(sizes[0]) if sizes else 1
+    return launcher_rank(), launcher_size()
 
 
 def _learner_frame(tb) -> str:
