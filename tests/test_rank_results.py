@@ -78,3 +78,20 @@ def test_a_record_that_is_not_json_is_refused_before_anything_is_written(tmp_pat
         results.report({"value": object()}, environ)
     assert os.listdir(tmp_path) == ["rank-3.json"]
     assert json.loads((tmp_path / "rank-3.json").read_text()) == [{"ok": 1}]
+
+
+def test_records_of_one_kind_come_rank_by_rank_in_the_order_reported():
+    code = REPORT + (
+        "r = launcher_rank(); report({'kind': 'saved', 'rank': r, 'epoch': 1}); "
+        "report({'kind': 'final', 'rank': r}); report({'kind': 'saved', 'rank': r, 'epoch': 2})"
+    )
+    run = run_ranks([PYTHON, "-c", code], np=2, launcher="mpirun", timeout=60)
+    assert run.ok, run.output
+    assert [(r["rank"], r["epoch"]) for r in run.records("saved")] == [
+        (0, 1),
+        (0, 2),
+        (1, 1),
+        (1, 2),
+    ]
+    assert run.records("final") == [{"kind": "final", "rank": 0}, {"kind": "final", "rank": 1}]
+    assert run.records("restored") == []
