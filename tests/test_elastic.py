@@ -28,9 +28,9 @@ RECOVERY_BOUND = 30  # seconds from the loss of a worker to training going on wi
 def expected_iterations(start):
     """Steps the survivor must have done at the end, from its restart line (no step lost or repeated)."""
     return (
-        start["iterations"]
-        + (start["steps"] - start["batch"])
-        + (EPOCHS - start["epoch"] - 1) * start["steps"]
+        start["optimizer_iterations"]
+        + (start["steps_per_epoch"] - start["batch"])
+        + (EPOCHS - start["epoch"] - 1) * start["steps_per_epoch"]
     )
 
 
@@ -65,8 +65,8 @@ def test_training_finishes_with_one_worker_after_losing_one(elastic_run):
     assert run.ok, run.output[-4000:]
     assert run.seconds < RUN_BOUND
     assert events["starts"][0]["workers"] == 2
-    assert [d["workers"] for d in events["done"]] == ["1"]  # the survivor alone finished
-    assert events["done"][0]["epochs"] == str(EPOCHS)
+    assert [d["workers"] for d in events["done"]] == [1]  # the survivor alone finished
+    assert events["done"][0]["epochs"] == EPOCHS
 
 
 def test_survivor_resumes_from_the_committed_epoch_and_batch(elastic_run):
@@ -75,14 +75,17 @@ def test_survivor_resumes_from_the_committed_epoch_and_batch(elastic_run):
     assert restart["workers"] == 1
     assert (restart["epoch"], restart["batch"]) > (0, 0)  # not from zero
     first = events["starts"][0]
-    assert restart["iterations"] == restart["epoch"] * first["steps"] + restart["batch"]
+    assert (
+        restart["optimizer_iterations"]
+        == restart["epoch"] * first["steps_per_epoch"] + restart["batch"]
+    )
     if scenario == "worker-killed":  # killed at the end of step 25, which was committed first
-        assert restart["iterations"] == 25
+        assert restart["optimizer_iterations"] == 25
 
 
 def test_no_step_is_lost_or_repeated(elastic_run):
     _, _, events = elastic_run
-    assert int(events["done"][0]["iterations"]) == expected_iterations(events["starts"][1])
+    assert events["done"][0]["optimizer_iterations"] == expected_iterations(events["starts"][1])
 
 
 def test_training_goes_on_within_the_recovery_bound(elastic_run):

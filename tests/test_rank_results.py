@@ -89,3 +89,20 @@ def test_the_runtime_reads_rank_size_and_local_rank_from_any_launcher():
     assert ranks.launcher_size({"OMPI_COMM_WORLD_SIZE": "4"}) == 4 and ranks.launcher_size({}) == 1
     assert ranks.launcher_local_rank({"SLURM_LOCALID": "2"}) == 2
     assert ranks.launcher_local_rank({}) == 0
+
+
+def test_records_of_one_kind_come_rank_by_rank_in_the_order_reported():
+    code = REPORT + (
+        "r = launcher_rank(); report({'kind': 'saved', 'rank': r, 'epoch': 1}); "
+        "report({'kind': 'final', 'rank': r}); report({'kind': 'saved', 'rank': r, 'epoch': 2})"
+    )
+    run = run_ranks([PYTHON, "-c", code], np=2, launcher="mpirun", timeout=60)
+    assert run.ok, run.output
+    assert [(r["rank"], r["epoch"]) for r in run.records("saved")] == [
+        (0, 1),
+        (0, 2),
+        (1, 1),
+        (1, 2),
+    ]
+    assert run.records("final") == [{"kind": "final", "rank": 0}, {"kind": "final", "rank": 1}]
+    assert run.records("restored") == []

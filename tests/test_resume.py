@@ -8,7 +8,6 @@ The Keras trainer (train_hvd) and the custom-loop one (train_tape) are both chec
 """
 
 import os
-import re
 import shutil
 
 import pytest
@@ -31,13 +30,11 @@ ARGS = [
 KILL_AT_STEP = 2 * STEPS + 3  # in epoch 3, after two checkpoints
 RUN_BOUND = 150  # seconds for one 4-epoch run on 2 ranks, start-up included
 EXIT_BOUND = 30  # seconds from the kill to the end of the killed run
-SAVED = re.compile(
-    r"\[checkpoint\] saved epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)"
-)
-RESTORED = re.compile(
-    r"\[checkpoint\] restored epoch=(\d+) optimizer_iterations=(\d+) weights_sha256=(\w+)"
-)
-FINAL = re.compile(r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)")
+
+
+def state(record):
+    """What a checkpoint record says of the training state (its path aside)."""
+    return {key: value for key, value in record.items() if key not in ("kind", "path")}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +71,7 @@ def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resu
     assert not killed.ok and not killed.timed_out, killed.output[-3000:]
     assert after_kill is not None and after_kill < EXIT_BOUND
     assert killed.failure.startswith("rank 1 failed first"), killed.output[-2000:]
-    assert [int(m[0]) for m in SAVED.findall(killed.output)] == [1, 2]
+    assert [r["epoch"] for r in killed.records("saved")] == [1, 2]
 
 
 def test_resumed_run_starts_at_the_epoch_after_the_last_checkpoint(killed_and_resumed):
@@ -87,27 +84,28 @@ def test_resumed_run_starts_at_the_epoch_after_the_last_checkpoint(killed_and_re
 
 def test_rank0_restores_the_weights_and_optimizer_state_it_saved(killed_and_resumed):
     _, killed, _, resumed = killed_and_resumed
-    saved = {m[0]: m for m in SAVED.findall(killed.output)}
-    restored = RESTORED.findall(resumed.output)
-    assert len(restored) == 1  # rank 0 only
-    assert restored[0] == saved["2"]  # same epoch, optimizer step count and weights digest
-    assert restored[0][1] == str(2 * STEPS)
+    saved = {r["epoch"]: state(r) for r in killed.records("saved")}
+    restored = resumed.records("restored")
+    assert [r["rank"] for r in restored] == [0]  # rank 0 only
+    # same epoch, optimizer step count, weights and optimizer digests
+    assert state(restored[0]) == saved[2]
+    assert restored[0]["optimizer_iterations"] == 2 * STEPS
 
 
 def test_resumed_run_continues_the_optimizer_step_count(killed_and_resumed):
     _, _, _, resumed = killed_and_resumed
-    assert [(m[0], m[1]) for m in SAVED.findall(resumed.output)] == [
-        ("3", str(3 * STEPS)),
-        ("4", str(4 * STEPS)),
+    assert [(r["epoch"], r["optimizer_iterations"]) for r in resumed.records("saved")] == [
+        (3, 3 * STEPS),
+        (4, 4 * STEPS),
     ]
 
 
 def test_resumed_run_ends_with_identical_weights_on_all_ranks(killed_and_resumed):
     _, _, _, resumed = killed_and_resumed
-    final = dict(FINAL.findall(resumed.output))
-    assert sorted(final) == ["0", "1"], resumed.output[-2000:]
-    assert final["0"] == final["1"]
-    assert final["0"] == SAVED.findall(resumed.output)[-1][2]  # what rank 0 saved last
+    final = {r["rank"]: r["weights_sha256"] for r in resumed.records("final")}
+    assert sorted(final) == [0, 1], resumed.output[-2000:]
+    assert final[0] == final[1]
+    assert final[0] == resumed.records("saved")[-1]["weights_sha256"]  # what rank 0 saved last
 
 
 def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_resumed, tmp_path):
@@ -144,7 +142,7 @@ def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(whic
     assert check.first_step[1] == check.first_step[0]
     # ... and that is what rank 0 restored (2 epochs of steps done)
     assert check.first_step[0] == check.restored
-    assert check.restored.startswith(f"optimizer_iterations={2 * STEPS} ")
+    assert check.restored["optimizer_iterations"] == 2 * STEPS
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 
 import pytest
 
@@ -42,11 +41,9 @@ def train_on_two_ranks(launcher, cwd):
     return run
 
 
-def rank_results(output):
-    found = re.findall(
-        r"\[train_hvd\] rank=(\d) test_loss=\S+ test_accuracy=(\S+) weights_sha256=(\w+)", output
-    )
-    return {int(rank): (float(acc), digest) for rank, acc, digest in found}
+def rank_results(run):
+    """``{rank: (accuracy, weights digest)}`` that each rank reported at the end."""
+    return {r["rank"]: (r["accuracy"], r["weights_sha256"]) for r in run.records("final")}
 
 
 @pytest.fixture(scope="module", params=["gloo", "mpi", "mpirun"])
@@ -57,7 +54,7 @@ def two_rank_run(request, tmp_path_factory):
 
 def test_both_ranks_end_with_bit_identical_weights(two_rank_run):
     _, _, run = two_rank_run
-    results = rank_results(run.output)
+    results = rank_results(run)
     assert sorted(results) == [0, 1], run.output[-2000:]
     assert results[0][1] == results[1][1]
 

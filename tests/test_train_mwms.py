@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 
 import pytest
 
@@ -81,8 +80,9 @@ def two_workers(tmp_path_factory):
 
 def test_both_workers_end_with_bit_identical_weights(two_workers):
     _, run = two_workers
-    digests = dict(re.findall(r"\[train_mwms\] worker=(\d) .* weights_sha256=(\w+)", run.output))
-    assert sorted(digests) == ["0", "1"] and digests["0"] == digests["1"]
+    # the workers' records, handed on by the process that started them
+    digests = {r["rank"]: r["weights_sha256"] for r in run.records("final")}
+    assert sorted(digests) == [0, 1] and digests[0] == digests[1]
 
 
 def test_worker_0_keeps_checkpoints_and_metrics_of_the_whole_test_set(two_workers):

@@ -81,6 +81,7 @@ def test_trainer_restores_only_through_the_shared_restore(name):
 @pytest.mark.parametrize("name", TRAINERS)
 def test_trainer_writes_the_shared_metrics_record(name):
     text = source(name)
+    # metrics_record also reports the record to the launcher (run_ranks' results)
     assert "training.metrics_record(" in text and "training.write_metrics(" in text
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -82,14 +81,15 @@ def fault_callback(rank: int, at_step: int, mode: str = "crash"):
 
 
 def state_probe_callback(rank: int):
-    """A Keras callback that prints this rank's training state when its first training step begins.
+    """A Keras callback that prints and reports this rank's training state when its first step begins.
 
     One line: ``[hvdcourse.faults] rank R first step: optimizer_iterations=I weights_sha256=W
-    optimizer_sha256=O``, the same digests as the checkpoint's lines (:class:`hvdcourse.examples.training.EpochCheckpoint`).
+    optimizer_sha256=O``, the same digests as the checkpoint's lines (:class:`hvdcourse.examples.training.EpochCheckpoint`);
+    the launcher gets them as a record of kind ``first_step`` (:func:`hvdcourse.examples.training.report`).
     """
     import tensorflow as tf
 
-    from hvdcourse.examples.model import variables_digest, weights_digest
+    from hvdcourse.examples import training
 
     class StateProbe(tf.keras.callbacks.Callback):
         def __init__(self):
@@ -102,13 +102,10 @@ def state_probe_callback(rank: int):
             self.printed = True
             # Keras' fit: the compiled model's optimizer; a custom loop passes it in the callbacks' params
             optimizer = getattr(self.model, "optimizer", None) or self.params["optimizer"]
-            print(
-                f"[hvdcourse.faults] rank {rank} first step: "
-                f"optimizer_iterations={int(optimizer.iterations.numpy())} "
-                f"weights_sha256={weights_digest(self.model)} "
-                f"optimizer_sha256={variables_digest(optimizer.variables)}",
-                flush=True,
-            )
+            state = training.training_state(self.model, optimizer)
+            described = " ".join(f"{key}={value}" for key, value in state.items())
+            print(f"[hvdcourse.faults] rank {rank} first step: {described}", flush=True)
+            training.report("first_step", state)
 
     return StateProbe()
 
@@ -177,25 +174,17 @@ def run_with_fault(
     return run, (time.monotonic() - fault_at[0]) if fault_at else None
 
 
-FINAL_DIGEST = re.compile(r"\[train_\w+\] rank=(\d+) .*weights_sha256=(\w+)")
-FIRST_STEP = re.compile(
-    r"\[hvdcourse\.faults\] rank (\d+) first step: (optimizer_iterations=\d+ "
-    r"weights_sha256=\w+ optimizer_sha256=\w+)"
-)
-RESTORED = re.compile(
-    r"\[checkpoint\] restored epoch=\d+ (optimizer_iterations=\d+ weights_sha256=\w+ "
-    r"optimizer_sha256=\w+)"
-)
+def final_digests(run) -> dict:
+    """``{rank: weights digest}`` that the ranks of a course trainer's run reported at the end."""
+    return {r["rank"]: r["weights_sha256"] for r in run.records("final")}
 
 
-def final_digests(output: str) -> dict:
-    """``{rank: weights digest}`` from the last lines of a course trainer's run."""
-    return {int(rank): digest for rank, digest in FINAL_DIGEST.findall(output)}
+STATE_KEYS = ("optimizer_iterations", "weights_sha256", "optimizer_sha256")
 
 
 @dataclass
 class ResumeComparison:
-    """What :func:`compare_resume` ran, and the state the runs printed."""
+    """What :func:`compare_resume` ran, and the state the runs reported."""
 
     uninterrupted: object  # hvdcourse.runtime.launch.RankRun
     killed: object
@@ -206,23 +195,26 @@ class ResumeComparison:
     @property
     def uninterrupted_digests(self) -> dict:
         """``{rank: final weights digest}`` of the uninterrupted run."""
-        return final_digests(self.uninterrupted.output)
+        return final_digests(self.uninterrupted)
 
     @property
     def resumed_digests(self) -> dict:
         """``{rank: final weights digest}`` of the resumed run."""
-        return final_digests(self.resumed.output)
+        return final_digests(self.resumed)
 
     @property
-    def restored(self) -> str | None:
-        """The state rank 0 restored: ``optimizer_iterations=I weights_sha256=W optimizer_sha256=O``."""
-        found = RESTORED.findall(self.resumed.output)
-        return found[0] if found else None
+    def restored(self) -> dict | None:
+        """The state rank 0 restored: ``{optimizer_iterations, weights_sha256, optimizer_sha256}``."""
+        found = self.resumed.records("restored")
+        return {key: found[0][key] for key in STATE_KEYS} if found else None
 
     @property
     def first_step(self) -> dict:
         """``{rank: state}`` at the resumed run's first step, in the form of :attr:`restored`."""
-        return {int(rank): state for rank, state in FIRST_STEP.findall(self.resumed.output)}
+        return {
+            r["rank"]: {key: r[key] for key in STATE_KEYS}
+            for r in self.resumed.records("first_step")
+        }
 
     @property
     def exact(self) -> bool:

@@ -21,7 +21,6 @@ What changes from ``train_hvd.py``:
 
 from __future__ import annotations
 
-import re
 import sys
 
 
@@ -90,12 +89,21 @@ def main(argv=None, callbacks=()) -> int:
         rank, size = hvd.rank(), hvd.size()
         steps = training.steps_per_epoch(len(x_train), args.batch_size, size, args.max_steps)
         if rank == 0:
+            start = {
+                "workers": size,
+                "epoch": state.epoch,
+                "batch": state.batch,
+                "optimizer_iterations": int(optimizer.iterations.numpy()),
+                "lr": float(optimizer.learning_rate.numpy()),
+                "steps_per_epoch": steps,
+            }
             print(
                 f"[train_elastic] workers={size} start epoch={state.epoch} batch={state.batch} "
-                f"optimizer_iterations={int(optimizer.iterations.numpy())} "
-                f"lr={float(optimizer.learning_rate.numpy()):g} steps/epoch={steps}",
+                f"optimizer_iterations={start['optimizer_iterations']} "
+                f"lr={start['lr']:g} steps/epoch={steps}",
                 flush=True,
             )
+            training.report("start", start)
         ds = training.train_dataset(
             data.shard(x_train, rank, size),
             data.shard(y_train, rank, size),
@@ -142,15 +150,8 @@ def main(argv=None, callbacks=()) -> int:
     return 0
 
 
-START = re.compile(
-    r"\[train_elastic\] workers=(?P<workers>\d+) start epoch=(?P<epoch>\d+) batch=(?P<batch>\d+) "
-    r"optimizer_iterations=(?P<iterations>\d+) lr=\S+ steps/epoch=(?P<steps>\d+)"
-)
-DONE = re.compile(
-    r"\[train_elastic\] done rank=(?P<rank>\d+) workers=(?P<workers>\d+) epochs=(?P<epochs>\d+) "
-    r"optimizer_iterations=(?P<iterations>\d+) test_accuracy=(?P<accuracy>\S+) "
-    r"weights_sha256=(?P<digest>\w+)"
-)
+# the line rank 0 prints when the training function starts (again, after a change of workers)
+START_LINE = "[train_elastic] workers="
 
 
 def run_on_this_machine(
@@ -172,7 +173,10 @@ def run_on_this_machine(
     second; ``then_hosts`` replace them when a line containing ``when`` appears (a host leaves).
     ``fault`` (``dict(rank=1, at_step=25, mode="kill")``) is injected with :mod:`hvdcourse.course.faults`.
     ``events`` maps ``"changed"``, ``"fault"`` and ``"resumed"`` (the first restart of the training
-    function) to seconds since the start, and ``"starts"``/``"done"`` to the parsed progress lines.
+    function) to seconds since the start, and ``"starts"``/``"done"`` to the records the workers
+    reported: rank 0's at each start of the training function (``workers``, ``epoch``, ``batch``,
+    ``optimizer_iterations``, ``lr``, ``steps_per_epoch``), in order, and each worker's final metrics
+    (``workers``, ``epochs``, ``optimizer_iterations``, ``accuracy``, ``weights_sha256``...).
     """
     import time
 
@@ -191,7 +195,7 @@ def run_on_this_machine(
             events["fault"] = now
         if (
             "resumed" not in events
-            and START.search(line)
+            and START_LINE in line
             and ("changed" in events or "fault" in events)
         ):
             events["resumed"] = now
@@ -222,10 +226,9 @@ def run_on_this_machine(
         on_line=on_line,
         echo=echo,
     )
-    events["starts"] = [
-        {k: int(v) for k, v in m.groupdict().items()} for m in START.finditer(run.output)
-    ]
-    events["done"] = [m.groupdict() for m in DONE.finditer(run.output)]
+    # the worker that became rank 0 may not be the first: order the starts by training progress
+    events["starts"] = sorted(run.records("start"), key=lambda r: r["optimizer_iterations"])
+    events["done"] = run.records("final")
     return run, events
 
 

@@ -115,7 +115,8 @@ def main(argv=None, callbacks=()) -> int:
         # Horovod: whole test set
         reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),
     )
-    metrics = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
+    # Horovod: size() workers
+    metrics = training.metrics_record(metrics, hvd.size(), model, lr=lr, steps_per_epoch=steps)
     print(
         f"[train_hvd] rank={hvd.rank()} test_loss={metrics['loss']:.4f} "
         f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",

@@ -25,6 +25,7 @@ import socket
 import sys
 import tempfile
 
+from hvdcourse.runtime import results
 from hvdcourse.runtime.errors import RunTimeout, UsageError
 from hvdcourse.runtime.ranks import announced_rank
 
@@ -189,6 +190,9 @@ def main(argv=None, callbacks=()) -> int:
             timeout=args.timeout,
             echo=True,
         )
+        for records in run.results:  # hand the workers' records on to whoever started this process
+            for record in records or []:
+                results.report(record)
         if run.timed_out:
             raise RunTimeout(
                 f"the workers did not finish in {args.timeout} s and were stopped; "

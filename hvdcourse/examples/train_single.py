@@ -55,7 +55,9 @@ def main(argv=None, callbacks=()) -> int:
         verbose=verbose,
     )
 
-    metrics = training.metrics_record(training.evaluate(model, x_test, y_test), 1, model)
+    metrics = training.metrics_record(
+        training.evaluate(model, x_test, y_test), 1, model, lr=lr, steps_per_epoch=steps
+    )
     print(
         f"[train_single] test_loss={metrics['loss']:.4f} test_accuracy={metrics['accuracy']:.4f} "
         f"weights_sha256={metrics['weights_sha256']}",

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 
+from hvdcourse.runtime import results
 from hvdcourse.runtime.errors import CourseError, StoppedWithRank0, UsageError
+from hvdcourse.runtime.ranks import launcher_rank
 
 
 def set_threads(threads: int, processes_on_node: int = 1) -> int:
@@ -100,7 +102,8 @@ class EpochCheckpoint:
 
     Built on ``tf.train.CheckpointManager`` (writes are atomic: the index file is updated last).
     Each save and restore prints one line with the epoch, the optimizer's step count and digests
-    of the weights and of the optimizer's state, so a resumed run can be checked against what was saved.
+    of the weights and of the optimizer's state, so a resumed run can be checked against what was saved;
+    the same values go to the launcher as a record (:func:`report`, kind ``saved`` or ``restored``).
     Build the optimizer's state first (``optimizer.build(model.trainable_variables)``): then
     :attr:`variables` is the whole training state, what a distributed trainer broadcasts from rank 0.
     """
@@ -120,24 +123,24 @@ class EpochCheckpoint:
         """The model's weights and the optimizer's variables (step count, learning rate, moments)."""
         return [*self.model.variables, *optimizer_variables(self.optimizer)]
 
-    def describe(self) -> str:
-        """``epoch=E optimizer_iterations=I weights_sha256=W optimizer_sha256=O`` of the state in memory.
+    def state(self) -> dict:
+        """``epoch``, ``optimizer_iterations``, ``weights_sha256`` and ``optimizer_sha256`` in memory.
 
-        ``O`` digests the optimizer's own variables (step count, moments), as Keras lists them.
+        ``optimizer_sha256`` digests the optimizer's own variables (step count, moments), as Keras
+        lists them.
         """
-        from hvdcourse.examples.model import variables_digest, weights_digest
+        return {"epoch": int(self.epoch.numpy()), **training_state(self.model, self.optimizer)}
 
-        return (
-            f"epoch={int(self.epoch.numpy())} optimizer_iterations={int(self.optimizer.iterations.numpy())} "
-            f"weights_sha256={weights_digest(self.model)} "
-            f"optimizer_sha256={variables_digest(self.optimizer.variables)}"
-        )
+    def describe(self) -> str:
+        """``epoch=E optimizer_iterations=I weights_sha256=W optimizer_sha256=O`` (:meth:`state`)."""
+        return " ".join(f"{key}={value}" for key, value in self.state().items())
 
     def save(self, epochs_done: int) -> str:
-        """Save the state after ``epochs_done`` epochs; print and return the checkpoint's path."""
+        """Save the state after ``epochs_done`` epochs; print, report and return the checkpoint's path."""
         self.epoch.assign(epochs_done)
         path = self.manager.save(checkpoint_number=epochs_done)
         print(f"[checkpoint] saved {self.describe()} to {path}", flush=True)
+        report("saved", {**self.state(), "path": path})
         return path
 
     def restore(self) -> int:
@@ -157,6 +160,7 @@ class EpochCheckpoint:
                 "or pass --no-resume to start again."
             ) from None
         print(f"[checkpoint] restored {self.describe()} from {latest}", flush=True)
+        report("restored", {**self.state(), "path": latest})
         return int(self.epoch.numpy())
 
     def restore_or_error(self):
@@ -241,12 +245,43 @@ def _first_state(checkpoint: EpochCheckpoint, resume: bool):
     return checkpoint.restore_or_error() if resume else 0
 
 
+def training_state(model, optimizer) -> dict:
+    """``optimizer_iterations``, ``weights_sha256`` and ``optimizer_sha256`` of a model in training."""
+    from hvdcourse.examples.model import variables_digest, weights_digest
+
+    return {
+        "optimizer_iterations": int(optimizer.iterations.numpy()),
+        "weights_sha256": weights_digest(model),
+        "optimizer_sha256": variables_digest(optimizer.variables),
+    }
+
+
+def report(kind: str, record: dict) -> None:
+    """Send ``{"kind": kind, "rank": this rank, **record}`` to the process that launched the run.
+
+    :func:`hvdcourse.runtime.launch.run_ranks` returns it in ``RankRun.results``, so no caller reads
+    values out of the printed lines; a script started by hand sends nothing.
+    """
+    results.report({"kind": kind, "rank": launcher_rank(), **record})
+
+
 def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
-    """The metrics every trainer writes with ``--metrics-json``: ``loss``, ``accuracy``, ``examples``
-    (from :func:`evaluate`), ``workers``, ``weights_sha256``, then ``extra`` (e.g. ``epochs``)."""
+    """The final metrics of this worker: ``loss``, ``accuracy``, ``examples`` (from :func:`evaluate`),
+    ``workers``, ``weights_sha256``, then ``extra`` (e.g. ``epochs``).
+
+    Every trainer calls it once, at the end, on every worker; the record is also reported to the
+    launcher (:func:`report`, kind ``final``). Rank 0 writes it with ``--metrics-json``.
+    """
     from hvdcourse.examples.model import weights_digest
 
-    return {**evaluated, "workers": int(workers), "weights_sha256": weights_digest(model), **extra}
+    record = {
+        **evaluated,
+        "workers": int(workers),
+        "weights_sha256": weights_digest(model),
+        **extra,
+    }
+    report("final", record)
+    return record
 
 
 def ensure_writable_dir(path: str) -> None:

@@ -22,9 +22,11 @@ from hvdcourse.runtime.mpienv import launch_env, require_mpi
 LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
 ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
 # horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI); run_ranks asks
-# mpirun for the same tags. Values no longer travel in the output (hvdcourse.runtime.results), but its
-# lines are still read: by people (echo), by failure_summary (which rank failed first) and by lessons
-# that quote the trainers' log lines; the tags are what lets mend_tagged_lines keep those lines whole.
+# mpirun for the same tags. Values never travel in the output (the trainers, checkpoints and fault
+# probes report them through hvdcourse.runtime.results), but its lines are still read: by people
+# (echo, the lessons' excerpts) and by failure_summary, which names the rank that failed first from
+# a tagged traceback or a "[hvdcourse] rank N failed" line; the tags are what lets mend_tagged_lines
+# keep those lines whole.
 _RANK_TAG = re.compile(r"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
 
 
@@ -71,6 +73,15 @@ class RankRun:
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
+
+    def records(self, kind: str) -> list:
+        """Every record whose ``"kind"`` is ``kind``, rank 0's first, each rank's in the order reported."""
+        return [
+            record
+            for records in self.results
+            for record in records or []
+            if isinstance(record, dict) and record.get("kind") == kind
+        ]
 
     def rank_results(self, rank: int = 0) -> list:
         """The records ``rank`` reported; raises ``RuntimeError`` naming the rank if it reported none."""
