@@ -28,6 +28,6 @@ The trainers' contract (checked by ``tests/test_trainer_contract.py``; PyTorch t
   ``hvdcourse: error: ...`` once with exit code 2, or ``[hvdcourse] rank N failed: ...`` and the
   traceback for a crash.
 * Horovod's canonical order (init, pin the device, data, model, scale the learning rate,
-  DistributedOptimizer, callbacks, rank-0 checkpoints and logs) and a ``# Horovod:`` comment on every
+  DistributedOptimizer, callbacks, rank-0 checkpoints and logs) and a ``# Horovod:`` comment on or above every
   distributed line: the lessons show these files.
 """

@@ -41,7 +41,9 @@ def main(argv=None, callbacks=()) -> int:
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
-        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")  # Horovod: one GPU per process
+        tf.config.set_visible_devices(
+            gpus[hvd.local_rank() % len(gpus)], "GPU"
+        )  # Horovod: one GPU per process
     training.set_threads(args.threads, hvd.local_size())  # Horovod: share the node's cores
     tf.keras.utils.set_random_seed(args.seed + hvd.rank())  # Horovod: different shuffles per rank
 

@@ -1,6 +1,6 @@
 """Training helpers shared by the single-worker and the Horovod trainers (lesson: Converting a Keras MNIST script to Horovod).
 
-Kept free of Horovod so the two trainers differ only in their ``# Horovod:`` lines: where a helper
+Kept free of Horovod so the two trainers differ only in their distributed lines (each under or beside a ``# Horovod:`` comment): where a helper
 needs a collective (:func:`restore_together`), the trainer passes Horovod's function in.
 """
 

@@ -1,5 +1,9 @@
 """What the grader keeps of a notebook to judge its answers (hvdcourse/course/grading/extract.py)."""
 
+import json
+import subprocess
+import sys
+
 import nbformat
 
 from hvdcourse.course.grading.extract import extract
@@ -50,3 +54,36 @@ def test_an_untouched_answer_is_seen_as_the_placeholder_from_the_text():
 def test_magics_do_not_stop_the_cell_from_being_read():
     out = extract(_nb("%matplotlib inline\n!ls\ndef f():\n    return 1"))
     assert out.bound["f"]["kind"] == "function" and out.unparsable == []
+
+
+DEFERRED_PROBE = r"""
+import json, os, sys, tempfile
+import cloudpickle
+from hvdcourse.course.grading.answers import Deferred, load_definitions
+
+cells = "import tensorflow as tf\nfrom math import sqrt\n\ndef make():\n    return int(tf.constant(4)) + sqrt(4)\n"
+job = {"cells": [[1, cells, [[1, 0], [2, 0], [4, 0]]]]}
+module, errors = load_definitions(job, tempfile.mkdtemp())
+before = "tensorflow" in sys.modules
+value = cloudpickle.loads(cloudpickle.dumps(module.make))()  # as a rank receives it
+print(json.dumps({"errors": errors, "deferred": isinstance(module.tf, Deferred),
+                  "sqrt_is_real": not isinstance(module.sqrt, Deferred), "before": before, "value": value}))
+"""
+
+
+def test_the_answer_run_defers_framework_modules_until_a_rank_uses_them():
+    """``import tensorflow as tf`` costs the trusted answer process nothing until a function uses it
+    (the ranks import it when they unpickle the function); ``from X import name`` is imported at once,
+    since the checks may call what it binds."""
+    run = subprocess.run(
+        [sys.executable, "-c", DEFERRED_PROBE], capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found == {
+        "errors": [],
+        "deferred": True,
+        "sqrt_is_real": True,
+        "before": False,
+        "value": 6.0,
+    }

@@ -213,6 +213,13 @@ def run_jupyter_book(root: str, timeout: int, every_page: bool, env: dict) -> in
         raise RunTimeout(f"the book build took longer than {timeout} s and was stopped")
 
 
+def forget_environment(root: str) -> None:
+    """Delete Sphinx's saved environment after a failed or stopped build: with --keep-going Sphinx saves
+    it even when a page failed, and the next build would not read that page again and would exit 0."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(root, "_build", ".doctrees", "environment.pickle"))
+
+
 def build_book(
     timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = ROOT, inputs=INPUTS
 ) -> int:
@@ -224,13 +231,14 @@ def build_book(
             "book: the pages' inputs changed (or no cache yet, or --record-times): every page executes"
         )
     env = book_env(root)
-    code = run_jupyter_book(root, timeout, emptied, env)
+    try:
+        code = run_jupyter_book(root, timeout, emptied, env)
+    except BaseException:  # timeout or Ctrl-C: maybe after Sphinx saved its environment
+        forget_environment(root)
+        raise
     index = os.path.join(root, "_build", "html", "index.html")
     if code != 0:
-        # with --keep-going Sphinx saves its environment even when a page failed: the next build would
-        # not read that page again and would exit 0; without it, every page is read again
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(root, "_build", ".doctrees", "environment.pickle"))
+        forget_environment(root)
         raise RunFailed(f"jupyter-book failed (exit {code}); the first error above names the cell")
     if not os.path.isfile(index):
         raise RunFailed(f"the book build finished but {index} is missing")

@@ -54,21 +54,15 @@ class Deferred:
 
 def defer_import(stmt, namespace: dict) -> bool:
     """Bind the names of an import of a heavy framework without importing it; False if not one."""
-    if isinstance(stmt, ast.Import):
-        modules = [a.name for a in stmt.names]
-    elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
-        modules = [stmt.module]
-    else:
-        return False
+    if not isinstance(stmt, ast.Import):
+        return False  # ``from X import name`` may bind a class or function the checks call: import it now
+    modules = [a.name for a in stmt.names]
     roots = {m.split(".")[0] for m in modules}
     if not roots <= set(DEFERRED_ROOTS) or not all(importlib.util.find_spec(r) for r in roots):
         return False  # a light or a missing module: imported now (a missing one is reported)
-    for alias in stmt.names:
-        if isinstance(stmt, ast.Import):
-            name = alias.asname or alias.name.split(".")[0]
-            namespace[name] = Deferred(alias.name, "", alias.asname is None)
-        else:
-            namespace[alias.asname or alias.name] = Deferred(stmt.module, alias.name)
+    for alias in stmt.names:  # a module: used through its attributes, which Deferred forwards
+        name = alias.asname or alias.name.split(".")[0]
+        namespace[name] = Deferred(alias.name, "", alias.asname is None)
     return True
 
 
