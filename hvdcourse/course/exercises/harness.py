@@ -7,8 +7,10 @@ each rank's record from the course's results channel (:mod:`hvdcourse.runtime.re
 runs a trusted *driver* from :mod:`hvdcourse.course.exercises.drivers` in its own folder ``DIR/rank<r>``
 (so the files each rank writes can be told apart); the driver calls the learner's function and returns
 plain data the check then judges. The learner's code runs in the rank's process, so what comes back is
-untrusted: it is read as JSON only, and a record that is not a dict counts as no result; the rank hides
-the channel's folder from the learner's code before running it.
+untrusted: it is read as JSON only, and a record that is not a dict counts as no result. The rank
+takes the channel's variable out of its environment before the learner's code runs, which keeps an
+honest function from writing into the channel by accident; it is no barrier to code that looks for the
+folder (the grader judges these records as the learner's data, never as proof).
 """
 from __future__ import annotations
 
