@@ -12,6 +12,7 @@ takes the channel's variable out of its environment before the learner's code ru
 honest function from writing into the channel by accident; it is no barrier to code that looks for the
 folder (the grader judges these records as the learner's data, never as proof).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,9 @@ class RanksOutcome:
         return errors[0] if errors else None
 
 
-def run_on_ranks(driver: str, fn, np: int = 2, timeout: float = 90, forbid: tuple = (),
-                 **driver_args) -> RanksOutcome:
+def run_on_ranks(
+    driver: str, fn, np: int = 2, timeout: float = 90, forbid: tuple = (), **driver_args
+) -> RanksOutcome:
     """Run ``drivers.<driver>(fn, rank, size, **driver_args)`` on ``np`` ranks under mpirun.
 
     When the grader runs the check in two halves, the outcome is recorded as data in the answer run
@@ -63,16 +65,25 @@ def run_on_ranks(driver: str, fn, np: int = 2, timeout: float = 90, forbid: tupl
     if mode is None:
         return _run_on_ranks(driver, fn, np, timeout, forbid, driver_args)
     args = {"np": np, "forbid": list(forbid), "args": driver_args}
-    data = mode.observe("ranks", driver, args, lambda: {"value": _as_data(
-        _run_on_ranks(driver, fn, np, timeout, forbid, driver_args))})["value"]
+    data = mode.observe(
+        "ranks",
+        driver,
+        args,
+        lambda: {"value": _as_data(_run_on_ranks(driver, fn, np, timeout, forbid, driver_args))},
+    )["value"]
     return _from_data(np, data)
 
 
 def _as_data(outcome: RanksOutcome) -> dict:
-    return {"problem": outcome.problem, "records": {int(r): rec for r, rec in outcome.records.items()},
-            "files": {int(r): list(f) for r, f in outcome.files.items()}, "output": outcome.output[-4000:],
-            "timed_out": bool(outcome.timed_out), "returncode": int(outcome.returncode or 0),
-            "seconds": float(outcome.seconds)}
+    return {
+        "problem": outcome.problem,
+        "records": {int(r): rec for r, rec in outcome.records.items()},
+        "files": {int(r): list(f) for r, f in outcome.files.items()},
+        "output": outcome.output[-4000:],
+        "timed_out": bool(outcome.timed_out),
+        "returncode": int(outcome.returncode or 0),
+        "seconds": float(outcome.seconds),
+    }
 
 
 def _from_data(np: int, data) -> RanksOutcome:
@@ -81,15 +92,30 @@ def _from_data(np: int, data) -> RanksOutcome:
 
     if not isinstance(data, dict):
         raise AnswerDataError("malformed rank outcome in the answer data")
-    records = {r: rec for r, rec in (data.get("records") or {}).items()
-               if isinstance(r, int) and 0 <= r < np and isinstance(rec, dict)}
-    files = {r: [str(f) for f in fs] for r, fs in (data.get("files") or {}).items()
-             if isinstance(r, int) and isinstance(fs, (list, tuple))}
-    return RanksOutcome(np, problem=str(data.get("problem") or ""), records=records, files=files,
-                        output=str(data.get("output") or ""), timed_out=bool(data.get("timed_out")),
-                        returncode=int(data.get("returncode") or 0) if isinstance(data.get("returncode"), int)
-                        else 0, seconds=float(data.get("seconds") or 0)
-                        if isinstance(data.get("seconds"), (int, float)) else 0.0)
+    records = {
+        r: rec
+        for r, rec in (data.get("records") or {}).items()
+        if isinstance(r, int) and 0 <= r < np and isinstance(rec, dict)
+    }
+    files = {
+        r: [str(f) for f in fs]
+        for r, fs in (data.get("files") or {}).items()
+        if isinstance(r, int) and isinstance(fs, (list, tuple))
+    }
+    return RanksOutcome(
+        np,
+        problem=str(data.get("problem") or ""),
+        records=records,
+        files=files,
+        output=str(data.get("output") or ""),
+        timed_out=bool(data.get("timed_out")),
+        returncode=int(data.get("returncode") or 0)
+        if isinstance(data.get("returncode"), int)
+        else 0,
+        seconds=float(data.get("seconds") or 0)
+        if isinstance(data.get("seconds"), (int, float))
+        else 0.0,
+    )
 
 
 def _run_on_ranks(driver, fn, np, timeout, forbid, driver_args) -> RanksOutcome:
@@ -101,15 +127,30 @@ def _run_on_ranks(driver, fn, np, timeout, forbid, driver_args) -> RanksOutcome:
     try:
         try:
             with open(os.path.join(workdir, PAYLOAD), "wb") as fh:
-                cloudpickle.dump({"driver": driver, "fn": fn, "args": driver_args, "forbid": list(forbid)}, fh)
+                cloudpickle.dump(
+                    {"driver": driver, "fn": fn, "args": driver_args, "forbid": list(forbid)}, fh
+                )
         except Exception as err:  # e.g. the function uses a model or a lock defined in the notebook
-            return RanksOutcome(np, problem=f"your function cannot be sent to the ranks ({type(err).__name__}: "
-                                f"{str(err)[:200]}); create what it needs inside the function")
-        run = run_ranks([sys.executable, "-m", "hvdcourse.course.exercises.harness", workdir], np=np,
-                        launcher="mpirun", timeout=timeout, cwd=workdir,
-                        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"})
-        outcome = RanksOutcome(np, output=run.output, timed_out=run.timed_out, returncode=run.returncode,
-                               seconds=run.seconds)
+            return RanksOutcome(
+                np,
+                problem=f"your function cannot be sent to the ranks ({type(err).__name__}: "
+                f"{str(err)[:200]}); create what it needs inside the function",
+            )
+        run = run_ranks(
+            [sys.executable, "-m", "hvdcourse.course.exercises.harness", workdir],
+            np=np,
+            launcher="mpirun",
+            timeout=timeout,
+            cwd=workdir,
+            env={"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"},
+        )
+        outcome = RanksOutcome(
+            np,
+            output=run.output,
+            timed_out=run.timed_out,
+            returncode=run.returncode,
+            seconds=run.seconds,
+        )
         for rank, reported in enumerate(run.results):
             # the harness reports once, after the learner's code
             if reported and isinstance(reported[-1], dict):
@@ -117,7 +158,9 @@ def _run_on_ranks(driver, fn, np, timeout, forbid, driver_args) -> RanksOutcome:
             rank_dir = os.path.join(workdir, f"rank{rank}")
             outcome.files[rank] = sorted(
                 os.path.relpath(os.path.join(d, f), rank_dir)
-                for d, _, names in os.walk(rank_dir) for f in names)
+                for d, _, names in os.walk(rank_dir)
+                for f in names
+            )
         return outcome
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -128,8 +171,10 @@ def describe_failure(outcome: RanksOutcome) -> str:
     if outcome.problem:
         return outcome.problem
     if outcome.timed_out:
-        return ("the ranks did not finish in time and were stopped: is a rank waiting in a collective the "
-                "other never calls, or is there an endless loop?")
+        return (
+            "the ranks did not finish in time and were stopped: is a rank waiting in a collective the "
+            "other never calls, or is there an endless loop?"
+        )
     error = outcome.first_error()
     if error is not None:
         where = f" ({error['where']})" if error.get("where") else ""
@@ -154,8 +199,12 @@ def _learner_frame(tb) -> str:
     found = ""
     for frame in traceback.extract_tb(tb):
         name = frame.filename
-        if name.startswith(here) or "site-packages" in name or name.startswith(sys.prefix) \
-                or name.startswith(sys.base_prefix):
+        if (
+            name.startswith(here)
+            or "site-packages" in name
+            or name.startswith(sys.prefix)
+            or name.startswith(sys.base_prefix)
+        ):
             continue
         found = f"in {frame.name}: {frame.line}" if frame.line else f"in {frame.name}"
     return found
@@ -186,8 +235,12 @@ def main(argv=None) -> int:
         value = getattr(drivers, payload["driver"])(payload["fn"], rank, size, **payload["args"])
         record.update(ok=True, value=value)
     except BaseException as err:  # noqa: B902 - a learner's sys.exit() is an answer to report too
-        record.update(ok=False, error=f"{type(err).__name__}: {err}"[:600], type=type(err).__name__,
-                      where=_learner_frame(err.__traceback__))
+        record.update(
+            ok=False,
+            error=f"{type(err).__name__}: {err}"[:600],
+            type=type(err).__name__,
+            where=_learner_frame(err.__traceback__),
+        )
     # values JSON cannot hold: their repr
     results.report(json.loads(json.dumps(record, default=repr)), channel)
     sys.stdout.flush()
