@@ -71,6 +71,7 @@ def test_recorded_times_of_the_day_plans_name_machine_date_and_every_page():
 
     recorded = json.load(open(course_map.TIMES))
     assert recorded["machine"] and recorded["date"]
+    assert recorded["source"].startswith("myst-nb execution data")  # not scraped from a log
     assert sorted(recorded["lessons"]) == sorted(p.rsplit("/", 1)[-1] for p in toc_pages())
 
 
