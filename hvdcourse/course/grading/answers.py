@@ -24,15 +24,9 @@ import types
 DEFERRED_ROOTS = ("tensorflow", "tf_keras", "keras", "horovod", "torch")
 
 
-def resolve(module: str, attribute: str = "", top: bool = False):
-    """What an import statement binds: ``import a.b as x`` (module), ``import a.b`` (``top``: ``a``),
-    ``from a import b`` (``attribute``: b, an attribute or a submodule)."""
+def resolve(module: str, top: bool = False):
+    """What ``import a.b as x`` binds (the module ``a.b``), or ``import a.b`` (``top``: ``a``)."""
     found = importlib.import_module(module)
-    if attribute:
-        try:
-            return getattr(found, attribute)
-        except AttributeError:
-            return importlib.import_module(f"{module}.{attribute}")
     return sys.modules[module.split(".")[0]] if top else found
 
 
@@ -62,7 +56,7 @@ def defer_import(stmt, namespace: dict) -> bool:
         return False  # a light or a missing module: imported now (a missing one is reported)
     for alias in stmt.names:  # a module: used through its attributes, which Deferred forwards
         name = alias.asname or alias.name.split(".")[0]
-        namespace[name] = Deferred(alias.name, "", alias.asname is None)
+        namespace[name] = Deferred(alias.name, alias.asname is None)
     return True
 
 
