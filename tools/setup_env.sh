@@ -3,7 +3,7 @@
 #   1. checks the interpreter (TensorFlow 2.20 has wheels for Python 3.10-3.13);
 #   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser);
 #   3. creates/reuses the virtual environment and installs the pinned requirements;
-#   4. compiles Horovod 0.28.1 (TensorFlow + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
+#   4. compiles Horovod 0.28.1 (TensorFlow + PyTorch + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
 #      after applying the course's patches (patches/horovod-0.28.1/, see tools/patch_horovod.sh),
 #      keyed by Horovod, Python, TensorFlow, torch, MPI and the patches, so a second clone installs it
 #      in seconds;
@@ -105,13 +105,19 @@ say "installing pinned requirements (first time: a few minutes)"
 # mpi4py compiles against the system MPI (it must match the mpirun that runs it). Built without
 # isolation (against the setuptools above) and without debug info (10x less memory and time).
 CFLAGS="-g0" pip_q install --no-build-isolation "$(grep -E '^mpi4py==' "$ROOT/requirements.txt")"
+# PyTorch first and alone, so that a machine without the CPU build can name PyTorch's own CPU index
+# (TORCH_INDEX_URL=...); otherwise the package registry may give the CUDA build (several GB).
+TORCH_PIN="$(grep -E '^torch==' "$ROOT/requirements.txt" || true)"
+if [ -n "$TORCH_PIN" ]; then
+  pip_q install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_PIN"
+fi
 pip_q install -r "$ROOT/requirements.txt"
 pip_q install --no-deps -e "$ROOT"
 
 # 4. Horovod, compiled once per key and cached as a wheel outside the clone ----------------------------
 WHEEL_DIR="$CACHE_DIR/wheels/$KEY"
 if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
-  say "compiling Horovod $HOROVOD_VERSION with TensorFlow $TF_VERSION, MPI and Gloo (once, about 4-5 minutes on 2 cores)"
+  say "compiling Horovod $HOROVOD_VERSION with TensorFlow $TF_VERSION${TORCH_VERSION:+, PyTorch $TORCH_VERSION}, MPI and Gloo (once, about 4-5 minutes on 2 cores)"
   SRC_DIR="$(mktemp -d)"
   trap 'rm -rf "$SRC_DIR"' EXIT
   pip_q download --no-deps --no-binary :all: -d "$SRC_DIR" "horovod==$HOROVOD_VERSION" \
@@ -119,10 +125,11 @@ if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
   tar -xzf "$SRC_DIR"/horovod-"$HOROVOD_VERSION".tar.gz -C "$SRC_DIR"
   bash "$ROOT/tools/patch_horovod.sh" "$SRC_DIR/horovod-$HOROVOD_VERSION"
   mkdir -p "$WHEEL_DIR.tmp"
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-  HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 MAKEFLAGS="-j$(nproc)" \
+  if [ -n "$TORCH_VERSION" ]; then TORCH_FLAG=HOROVOD_WITH_PYTORCH; else TORCH_FLAG=HOROVOD_WITHOUT_PYTORCH; fi
+  ( export "$TORCH_FLAG=1" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
+      HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 MAKEFLAGS="-j$(nproc)"
     pip_q wheel --no-cache-dir --no-build-isolation --no-deps \
-      -w "$WHEEL_DIR.tmp" "$SRC_DIR/horovod-$HOROVOD_VERSION" \
+      -w "$WHEEL_DIR.tmp" "$SRC_DIR/horovod-$HOROVOD_VERSION" ) \
     || die "Horovod build failed (see above). Check that g++, cmake and the MPI headers (libopenmpi-dev) are installed."
   rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
 fi
@@ -132,7 +139,7 @@ pip_q install cloudpickle psutil pyyaml packaging cffi
 
 # (capture first: grep -q would close the pipe early and horovodrun would die of a broken pipe)
 BUILD_REPORT="$(TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 "$VENV/bin/horovodrun" --check-build 2>&1)" || true
-for feature in TensorFlow MPI Gloo; do
+for feature in TensorFlow ${TORCH_VERSION:+PyTorch} MPI Gloo; do
   grep -q "\[X\] $feature" <<<"$BUILD_REPORT" || \
     die "Horovod was built without $feature (horovodrun --check-build). Delete $WHEEL_DIR and rerun 'make env'"
 done
