@@ -56,40 +56,62 @@ def fail(mode: str, rank: int, step: int) -> None:
     raise InjectedFault(f"injected crash on rank {rank} at step {step}")
 
 
-def fault_callback(rank: int, at_step: int, mode: str = "crash"):
-    """A Keras callback that makes this process (rank ``rank``) fail after ``at_step`` training steps.
+def fault_callback(rank: int, at_step: int, mode: str = "crash", framework: str = "keras"):
+    """A callback that makes this process (rank ``rank``) fail after ``at_step`` training steps.
 
     Steps are counted over all epochs of this process, so ``at_step`` can fall after the first
-    checkpoints have been written.
+    checkpoints have been written. ``framework``: ``keras`` (a Keras callback) or ``torch`` (an
+    object for the PyTorch trainers' loop, :func:`hvdcourse.examples.torch_training.call_hooks`).
     """
-    import tensorflow as tf
-
     if mode not in MODES:
         raise ValueError(f"unknown fault mode {mode!r}; choose one of {', '.join(MODES)}")
 
-    class FaultInjection(tf.keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.steps = 0
+    class Counter:
+        steps = 0
 
-        def on_train_batch_end(self, batch, logs=None):
+        def on_train_batch_end(self, *_args, **_kwargs):
             self.steps += 1
             if self.steps == at_step:
                 fail(mode, rank, self.steps)
 
+    if framework == "torch":
+        return Counter()
+    import tensorflow as tf
+
+    class FaultInjection(Counter, tf.keras.callbacks.Callback):
+        pass
+
     return FaultInjection()
 
 
-def state_probe_callback(rank: int):
-    """A Keras callback that prints and reports this rank's training state when its first step begins.
+def state_probe_callback(rank: int, framework: str = "keras"):
+    """A callback that prints and reports this rank's training state when its first step begins.
 
     One line: ``[hvdcourse.faults] rank R first step: optimizer_iterations=I weights_sha256=W
-    optimizer_sha256=O``, the same digests as the checkpoint's lines (:class:`hvdcourse.examples.training.EpochCheckpoint`);
-    the launcher gets them as a record of kind ``first_step`` (:func:`hvdcourse.examples.training.report`).
+    optimizer_sha256=O``, the same digests as the checkpoint's lines (:class:`hvdcourse.examples.training.EpochCheckpoint`,
+    :class:`hvdcourse.examples.torch_training.TorchCheckpoint`); the launcher gets them as a record of
+    kind ``first_step`` (:func:`hvdcourse.examples.training.report`).
     """
-    import tensorflow as tf
-
     from hvdcourse.examples import training
+
+    def probe(state: dict) -> None:
+        described = " ".join(f"{key}={value}" for key, value in state.items())
+        print(f"[hvdcourse.faults] rank {rank} first step: {described}", flush=True)
+        training.report("first_step", state)
+
+    if framework == "torch":
+        from hvdcourse.examples import torch_training
+
+        class TorchStateProbe:
+            printed = False
+
+            def on_train_batch_begin(self, step, model, optimizer):
+                if not self.printed:
+                    self.printed = True
+                    probe(torch_training.training_state(model, optimizer))
+
+        return TorchStateProbe()
+    import tensorflow as tf
 
     class StateProbe(tf.keras.callbacks.Callback):
         def __init__(self):
@@ -102,15 +124,17 @@ def state_probe_callback(rank: int):
             self.printed = True
             # Keras' fit: the compiled model's optimizer; a custom loop passes it in the callbacks' params
             optimizer = getattr(self.model, "optimizer", None) or self.params["optimizer"]
-            state = training.training_state(self.model, optimizer)
-            described = " ".join(f"{key}={value}" for key, value in state.items())
-            print(f"[hvdcourse.faults] rank {rank} first step: {described}", flush=True)
-            training.report("first_step", state)
+            probe(training.training_state(self.model, optimizer))
 
     return StateProbe()
 
 
-def callbacks_from_env(rank=None, environ=None) -> list:
+def framework_of(module: str) -> str:
+    """``torch`` for the course's PyTorch trainers (``train_torch_*``), else ``keras``."""
+    return "torch" if module.rsplit(".", 1)[-1].startswith("train_torch") else "keras"
+
+
+def callbacks_from_env(rank=None, environ=None, framework: str = "keras") -> list:
     """``[FaultInjection]`` as set by the ``HVDCOURSE_FAIL_*`` variables, or ``[]`` when none is set.
 
     ``rank``: this process's rank (default: the one its launcher announced in the environment).
@@ -118,7 +142,11 @@ def callbacks_from_env(rank=None, environ=None) -> list:
     """
     environ = os.environ if environ is None else environ
     me = launcher_rank(environ) if rank is None else rank
-    probe = [state_probe_callback(me)] if environ.get("HVDCOURSE_PRINT_STATE", "") == "1" else []
+    probe = (
+        [state_probe_callback(me, framework)]
+        if environ.get("HVDCOURSE_PRINT_STATE", "") == "1"
+        else []
+    )
     target = environ.get("HVDCOURSE_FAIL_RANK", "")
     if not target:
         return probe
@@ -132,7 +160,7 @@ def callbacks_from_env(rank=None, environ=None) -> list:
         ) from None
     if mode not in MODES:
         raise ValueError(f"HVDCOURSE_FAIL_MODE={mode!r} is not one of {', '.join(MODES)}")
-    return probe + ([fault_callback(target, at_step, mode)] if me == target else [])
+    return probe + ([fault_callback(target, at_step, mode, framework)] if me == target else [])
 
 
 def run_with_fault(
@@ -317,7 +345,7 @@ def main(argv=None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the trainer's own arguments")
     args = parser.parse_args(argv)
     try:
-        extra = callbacks_from_env()
+        extra = callbacks_from_env(framework=framework_of(args.module))
         trainer = importlib.import_module(args.module)
     except (ValueError, ImportError) as err:
         raise UsageError(str(err)) from None

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 from hvdcourse.runtime import results as rank_results
 from hvdcourse.runtime.mpienv import launch_env, require_mpi
+from hvdcourse.runtime.errors import MissingToolError
 
-LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic")
+LAUNCHERS = ("gloo", "mpi", "mpirun", "python", "elastic", "torchrun")
 ELASTIC_TIMEOUT = 60  # seconds horovodrun's elastic driver waits for enough slots before giving up
 # horovodrun tags each line with the rank: "[1]<stdout>:" (Gloo) or "[1,0]<stdout>:" (MPI); run_ranks asks
 # mpirun for the same tags. Values never travel in the output (the trainers, checkpoints and fault
@@ -144,6 +145,25 @@ def launcher_command(
             str(ELASTIC_TIMEOUT),
             "--host-discovery-script",
             discovery or f"echo localhost:{np}",
+            *program,
+        ]
+    if launcher == "torchrun":
+        # PyTorch's launcher (DDP): one node, a private rendezvous on a free port; --no-python runs
+        # ``program`` as it is (it already names the interpreter)
+        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        if not os.path.exists(torchrun):
+            raise MissingToolError(
+                f"no torchrun next to {sys.executable}: PyTorch is not installed in this "
+                "environment. Run 'make env' (it installs the course's pinned torch)."
+            )
+        return [
+            torchrun,
+            "--standalone",
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            str(np),
+            "--no-python",
             *program,
         ]
     raise ValueError(f"unknown launcher {launcher!r}; choose one of {', '.join(LAUNCHERS)}")

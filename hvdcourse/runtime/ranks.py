@@ -1,6 +1,6 @@
 """Which rank this process is, as its launcher announced it (lesson: Faults, hangs and elastic training).
 
-Every launcher the course uses (horovodrun, mpirun, srun with PMIx or PMI) puts the rank into the
+Every launcher the course uses (horovodrun, mpirun, srun with PMIx or PMI, torchrun) puts the rank into the
 environment before Python starts; reading it needs no Horovod and no MPI, so a script can name its
 rank in an error line even when it fails before ``hvd.init()``.
 """
@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import os
 
-RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
-SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+# torchrun's RANK, WORLD_SIZE and LOCAL_RANK come last: generic names, read only when no MPI,
+# Horovod or Slurm launcher announced the rank
+RANK_VARIABLES = (
+    "HOROVOD_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "RANK",
+)
+SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
 LOCAL_RANK_VARIABLES = (
     "HOROVOD_LOCAL_RANK",
     "OMPI_COMM_WORLD_LOCAL_RANK",
     "SLURM_LOCALID",
     "MPI_LOCALRANKID",
+    "LOCAL_RANK",
 )
 
 

@@ -1,0 +1,240 @@
+"""Training helpers shared by the PyTorch trainers (lesson: PyTorch with Horovod, and DDP).
+
+Kept free of Horovod and of ``torch.distributed``, like :mod:`hvdcourse.examples.training` for the
+Keras trainers, so the single-process, Horovod and DDP scripts differ only in their distributed
+lines. What both frameworks share (the epoch/error broadcast of a resume, the checkpoint folder
+check, metrics files, reports to the launcher) comes from :mod:`hvdcourse.examples.training`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from hvdcourse.examples.training import CheckpointError, report
+
+
+def set_threads(threads: int, processes_on_node: int = 1) -> int:
+    """Give PyTorch ``threads`` intra-op threads (0: share this node's cores among its processes)."""
+    import torch
+
+    if threads <= 0:
+        threads = max(1, (os.cpu_count() or 1) // max(1, processes_on_node))
+    torch.set_num_threads(threads)
+    return threads
+
+
+def warmup_lr(lr: float, workers: int, step: int, warmup_steps: int) -> float:
+    """The learning rate at global step ``step``: from ``lr / workers`` up to ``lr`` in ``warmup_steps``.
+
+    The rule of Horovod's Keras ``LearningRateWarmupCallback`` (Goyal et al. 2017): start at the
+    rate of one worker and ramp linearly to the scaled rate; ``warmup_steps = 0``: ``lr`` at once.
+    Computed from the step alone, so a resumed run continues on the same schedule.
+    """
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return lr
+    progress = step / warmup_steps
+    return lr / workers * (1 + (workers - 1) * progress)
+
+
+def set_lr(optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def evaluate(model, images, labels, batch_size: int = 256, reduce_sum=None) -> dict:
+    """Loss and accuracy of ``model`` on (images, labels); ``reduce_sum`` adds up every rank's sums.
+
+    Each rank evaluates its own part; summing (loss total, correct, count) across ranks gives the
+    exact metrics of the whole set, whatever the part sizes.
+    """
+    import torch
+
+    from hvdcourse.examples.torch_model import loss_fn
+
+    model.eval()
+    loss, total_loss, correct = loss_fn(), 0.0, 0.0
+    with torch.no_grad():
+        for start in range(0, len(labels), batch_size):
+            x, y = images[start : start + batch_size], labels[start : start + batch_size]
+            logits = model(x)
+            total_loss += float(loss(logits, y)) * len(y)
+            correct += float((logits.argmax(dim=1) == y).sum())
+    model.train()
+    sums = torch.tensor([total_loss, correct, float(len(labels))], dtype=torch.float64)
+    if reduce_sum is not None:
+        sums = reduce_sum(sums)
+    total_loss, correct, count = (float(v) for v in sums)
+    return {"loss": total_loss / count, "accuracy": correct / count, "examples": int(count)}
+
+
+class EpochTimer:
+    """Wall time and images of the training loop, for images/s (the first epoch, with its warm-up
+    of allocators and collectives, is counted separately)."""
+
+    def __init__(self):
+        self.epochs = []  # (seconds, images) per epoch
+
+    def measure(self, images: int):
+        timer, start = self, time.perf_counter()
+
+        class _Epoch:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                timer.epochs.append((time.perf_counter() - start, images))
+
+        return _Epoch()
+
+    def summary(self) -> dict:
+        """``train_seconds`` (all epochs) and ``images_per_second`` (epochs after the first, if any)."""
+        later = self.epochs[1:] or self.epochs
+        seconds = sum(s for s, _ in later)
+        return {
+            "train_seconds": round(sum(s for s, _ in self.epochs), 3),
+            "images_per_second": round(sum(n for _, n in later) / seconds, 1) if seconds else None,
+        }
+
+
+def call_hooks(callbacks, event: str, step: int, model, optimizer) -> None:
+    """Call ``event`` (``on_train_batch_begin`` or ``on_train_batch_end``) of each callback that has it.
+
+    A PyTorch loop has no callback system of its own; the course's trainers accept objects with
+    either method, called as ``hook(step, model, optimizer)`` (the fault injection and the state
+    probe of :mod:`hvdcourse.course.faults` are such objects).
+    """
+    for callback in callbacks:
+        hook = getattr(callback, event, None)
+        if hook is not None:
+            hook(step, model, optimizer)
+
+
+def optimizer_iterations(optimizer) -> int:
+    """The optimizer's step count (Adam keeps one per parameter; they agree)."""
+    for state in optimizer.state.values():
+        if "step" in state:
+            return int(state["step"])
+    return 0
+
+
+def training_state(model, optimizer) -> dict:
+    """``optimizer_iterations``, ``weights_sha256`` and ``optimizer_sha256``: the same keys as the
+    Keras trainers' :func:`hvdcourse.examples.training.training_state`."""
+    from hvdcourse.examples.torch_model import optimizer_digest, weights_digest
+
+    return {
+        "optimizer_iterations": optimizer_iterations(optimizer),
+        "weights_sha256": weights_digest(model),
+        "optimizer_sha256": optimizer_digest(optimizer),
+    }
+
+
+def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
+    """The final metrics of this worker, reported to the launcher (kind ``final``) and returned."""
+    from hvdcourse.examples.torch_model import weights_digest
+
+    record = {
+        **evaluated,
+        "workers": int(workers),
+        "weights_sha256": weights_digest(model),
+        **extra,
+    }
+    report("final", record)
+    return record
+
+
+class TorchCheckpoint:
+    """Saves model, optimizer state and the epoch number after every epoch; restores the latest.
+
+    The PyTorch twin of :class:`hvdcourse.examples.training.EpochCheckpoint`: one file per epoch,
+    ``epoch-N.pt``, written to a temporary name and renamed (a crash mid-write leaves the previous
+    checkpoint intact); the ``keep`` newest are kept. Each save and restore prints one line with the
+    epoch, the optimizer's step count and digests of weights and optimizer state, and reports it.
+    """
+
+    PATTERN = re.compile(r"^epoch-(\d+)\.pt$")
+
+    def __init__(self, directory: str, model, optimizer, keep: int = 2):
+        self.directory = directory
+        self.model = model
+        self.optimizer = optimizer
+        self.keep = keep
+        self.epoch = 0
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, **training_state(self.model, self.optimizer)}
+
+    def describe(self) -> str:
+        return " ".join(f"{key}={value}" for key, value in self.state().items())
+
+    def saved(self) -> list:
+        """``[(epoch, path), ...]`` of the checkpoints in the folder, oldest first."""
+        if not os.path.isdir(self.directory):
+            return []
+        found = [
+            (int(m.group(1)), name)
+            for name in os.listdir(self.directory)
+            if (m := self.PATTERN.match(name))
+        ]
+        return [(epoch, os.path.join(self.directory, name)) for epoch, name in sorted(found)]
+
+    def save(self, epochs_done: int) -> str:
+        """Save the state after ``epochs_done`` epochs; print, report and return the file's path."""
+        import torch
+
+        self.epoch = epochs_done
+        path = os.path.join(self.directory, f"epoch-{epochs_done}.pt")
+        state = {
+            "epoch": epochs_done,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        for _, old in self.saved()[: -self.keep]:
+            os.remove(old)
+        print(f"[checkpoint] saved {self.describe()} to {path}", flush=True)
+        report("saved", {**self.state(), "path": path})
+        return path
+
+    def restore(self) -> int:
+        """Restore the latest checkpoint if any; return the number of epochs already done.
+
+        Raises :class:`~hvdcourse.examples.training.CheckpointError` when the file is corrupt or
+        does not fit the model.
+        """
+        import torch
+
+        saved = self.saved()
+        if not saved:
+            return 0
+        latest = saved[-1][1]
+        try:
+            state = torch.load(latest, map_location="cpu", weights_only=True)
+        except Exception as err:  # truncated, overwritten, or not written by torch.save
+            raise self._error(latest, "the file is corrupt or not a PyTorch checkpoint", err)
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.epoch = int(state["epoch"])
+        except Exception as err:  # another model, or a file with other contents
+            raise self._error(latest, "it does not fit this model and optimizer", err)
+        print(f"[checkpoint] restored {self.describe()} from {latest}", flush=True)
+        report("restored", {**self.state(), "path": latest})
+        return self.epoch
+
+    def _error(self, path: str, what: str, err: Exception) -> CheckpointError:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return CheckpointError(
+            f"cannot restore checkpoint {path!r}: {what} ({type(err).__name__}: {first[:120]}). "
+            f"Delete {self.directory!r} or pass --no-resume to start again."
+        )
+
+    def restore_or_error(self):
+        """Like :meth:`restore`, but return the error instead of raising it (rank 0 broadcasts it)."""
+        try:
+            return self.restore()
+        except CheckpointError as err:
+            return err
