@@ -4,7 +4,8 @@ The first run is killed (SIGKILL on rank 1, in epoch 3, after the checkpoints of
 the same command is started again, as a Slurm requeue would, and must continue from epoch 2 with
 the weights and optimizer state saved then, on every rank from its first step, and end with the
 weights of a run that was never interrupted (same seeds, same data order), identical on both ranks.
-The Keras trainer (train_hvd) and the custom-loop one (train_tape) are both checked.
+The Keras trainer (train_hvd), the custom-loop one (train_tape) and the PyTorch ones (train_torch_hvd
+under mpirun, train_torch_ddp under torchrun) are checked.
 """
 
 import os
@@ -64,6 +65,41 @@ def tape_comparison(tmp_path_factory):
         timeout=RUN_BOUND + 60,
         cwd=str(tmp_path_factory.mktemp("resume-tape")),
     )
+
+
+@pytest.fixture(scope="module")
+def torch_hvd_comparison(tmp_path_factory):
+    return faults.compare_resume(
+        ARGS,
+        KILL_AT_STEP,
+        trainer="hvdcourse.examples.train_torch_hvd",
+        launcher="mpirun",
+        timeout=RUN_BOUND + 60,
+        cwd=str(tmp_path_factory.mktemp("resume-torch-hvd")),
+    )
+
+
+@pytest.fixture(scope="module")
+def torch_ddp_comparison(tmp_path_factory):
+    return faults.compare_resume(
+        ARGS,
+        KILL_AT_STEP,
+        trainer="hvdcourse.examples.train_torch_ddp",
+        launcher="torchrun",
+        timeout=RUN_BOUND + 60,
+        cwd=str(tmp_path_factory.mktemp("resume-torch-ddp")),
+    )
+
+
+COMPARISONS = {
+    "train_hvd": "comparison",
+    "train_tape": "tape_comparison",
+    "train_torch_hvd": "torch_hvd_comparison",
+    "train_torch_ddp": "torch_ddp_comparison",
+}
+# Horovod's broadcast_optimizer_state gives an optimizer with no state yet one step with zero
+# gradients (so that there is a state to send): PyTorch's Adam then counts one step more
+EXTRA_STEPS = {"train_torch_hvd": 1}
 
 
 def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resumed):
@@ -131,25 +167,21 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
     assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before
 
 
-@pytest.mark.parametrize(
-    "which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"]
-)
-def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(which, request):
-    check = request.getfixturevalue(which)
+@pytest.mark.parametrize("trainer", sorted(COMPARISONS))
+def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(trainer, request):
+    check = request.getfixturevalue(COMPARISONS[trainer])
     assert not check.killed.ok and check.resumed.ok, check.resumed.output[-3000:]
     assert sorted(check.first_step) == [0, 1], check.resumed.output[-3000:]
     # weights, Adam's moments and step count: rank 1 holds what rank 0 holds before its first step...
     assert check.first_step[1] == check.first_step[0]
     # ... and that is what rank 0 restored (2 epochs of steps done)
     assert check.first_step[0] == check.restored
-    assert check.restored["optimizer_iterations"] == 2 * STEPS
+    assert check.restored["optimizer_iterations"] == 2 * STEPS + EXTRA_STEPS.get(trainer, 0)
 
 
-@pytest.mark.parametrize(
-    "which", ["comparison", "tape_comparison"], ids=["train_hvd", "train_tape"]
-)
-def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(which, request):
-    check = request.getfixturevalue(which)
+@pytest.mark.parametrize("trainer", sorted(COMPARISONS))
+def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(trainer, request):
+    check = request.getfixturevalue(COMPARISONS[trainer])
     assert check.uninterrupted.ok, check.uninterrupted.output[-3000:]
     assert check.resumed.ok, check.resumed.output[-3000:]
     assert sorted(check.uninterrupted_digests) == sorted(check.resumed_digests) == [0, 1]

@@ -7,12 +7,7 @@ import os
 import runpy
 import sys
 
-
-def launcher_rank() -> str:
-    for var in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        if var in os.environ:
-            return os.environ[var]
-    return "0"
+from hvdcourse.runtime.ranks import launcher_rank
 
 
 if __name__ == "__main__":
