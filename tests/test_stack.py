@@ -175,5 +175,6 @@ def test_check_build_reports_what_was_built_and_nothing_else():
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     ).stdout
     assert "[X] TensorFlow" in report and "[X] MPI" in report and "[X] Gloo" in report
-    # PyTorch is not part of the course's build yet: an unpatched Horovod claims it anyway (patch 05)
-    assert "[ ] PyTorch" in report
+    # the course compiles Horovod's PyTorch extension too (patch 05 ticks it only when its library exists)
+    assert "[X] PyTorch" in report
+    assert "[ ] MXNet" in report  # not built, not claimed

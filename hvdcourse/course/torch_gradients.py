@@ -63,7 +63,7 @@ def check(batch: int, seed: int = 0) -> dict:
             list(full),
         ),
     }
-    report({"kind": "gradient_check", **result})
+    report("gradient_check", result)
     print(
         f"[torch_gradients] rank {hvd.rank()}: averaged vs full batch: "
         f"{result['relative_difference']:.2e}; own shard vs full batch: "
