@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034  # SELECT_GPU, THREADS, REST ...: set here, used by the scripts
+# shellcheck shell=bash disable=SC2034  # SELECT_GPU, THREADS, TRAINER, REST ...: set here, used by the scripts
 # Shared by the course's Slurm scripts (lesson: Multi-node training with Slurm). Sourced, not run.
 # A site is a data file slurm/sites/NAME.env (or a path to one): resources, modules, NUMA layout,
 # environment. These functions turn it into srun options, so job scripts stay a header + one srun line.
@@ -80,6 +80,19 @@ step_options() {
   [ -z "$threads" ] || THREADS=(--threads "$threads")
 }
 
+# use_trainer NAME: TRAINER, the module that srun starts (HVD_TRAINER; default train_hvd). Only the
+# trainers that take their rank from srun's MPI: train_hvd (Keras), train_tape (TensorFlow custom
+# loop), train_torch_hvd (PyTorch). DDP needs torchrun and MWMS its TF_CONFIG: neither runs here.
+TRAINERS="train_hvd train_tape train_torch_hvd"
+use_trainer() {
+  local name="${1:-train_hvd}"
+  name="${name#hvdcourse.examples.}"
+  case " $TRAINERS " in
+    *" $name "*) TRAINER="hvdcourse.examples.$name" ;;
+    *) hvd_die "HVD_TRAINER=$1: this job runs one of $TRAINERS (srun gives them their ranks; DDP needs torchrun)" ;;
+  esac
+}
+
 # use_site NAME: all of the above, for job scripts.
 use_site() {
   load_site "$1"
@@ -151,6 +164,7 @@ run_step() {
   if is_dry_run; then
     echo "[dry-run] site $HVD_SITE: ${SITE_DESCRIPTION:-}"
     echo "[dry-run] modules: ${SITE_MODULES:-(none)}; virtual environment: ${SITE_VENV:-(python from PATH)}"
+    [ -z "${SITE_HOROVOD_BUILD:-}" ] || echo "[dry-run] Horovod build for this site: $SITE_HOROVOD_BUILD${SITE_GPU_VISIBLE_VAR:+ (a GPU build: not executed by the course, which has no GPU)}"
     echo "[dry-run] $(show_command "$@")"
     print_binding
     return 0

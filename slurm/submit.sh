@@ -3,12 +3,14 @@
 #   slurm/submit.sh SITE [sbatch options] [-- trainer options]
 #   slurm/submit.sh cpu --nodes=2 --ntasks-per-node=1 -- --epochs 3
 #   DRY_RUN=1 slurm/submit.sh lumi-g       prints the sbatch and srun lines and each rank's binding
+#   HVD_TRAINER=train_torch_hvd slurm/submit.sh cpu   the PyTorch trainer (default train_hvd, Keras)
 # SITE: a name in slurm/sites/ or a path to your own site file. Your options come after the site's
 # SITE_SBATCH, so they win.
 set -euo pipefail
 # shellcheck source=slurm/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 site_args "slurm/submit.sh SITE [sbatch options] [-- trainer options]" "$@"
+use_trainer "${HVD_TRAINER:-train_hvd}"  # a wrong name fails here, not in the queue
 command=(sbatch "${SCHED_OPTS[@]}" "$HVDCOURSE_ROOT/slurm/train.sbatch" "${REST[@]}")
 if is_dry_run; then
   echo "[dry-run] $(show_command "${command[@]}")"

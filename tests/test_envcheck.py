@@ -1,36 +1,109 @@
 """hvdcourse-check: the environment check the course asks learners to run first."""
 
+import glob
+import json
+import os
 import subprocess
+import sys
+from importlib import metadata
 
-from conftest import PYTHON
+import pytest
+
+from conftest import PYTHON, ROOT
 
 
-def test_check_passes_on_two_ranks_with_gloo_and_mpi():
-    proc = subprocess.run(
+@pytest.fixture(scope="module")
+def two_rank_check():
+    """``hvdcourse-check --ranks 2``, run once for the tests that read its report."""
+    return subprocess.run(
         [PYTHON, "-m", "hvdcourse.course.envcheck", "--ranks", "2"],
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=600,
     )
+
+
+def test_check_passes_on_two_ranks_with_gloo_and_mpi(two_rank_check):
+    proc = two_rank_check
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "[X] TensorFlow" in out and "[X] MPI" in out and "[X] Gloo" in out
     for launcher in ("gloo", "mpi"):
-        assert f"horovodrun --{launcher}" in out
-    assert out.count("local_size=2 ") == 4  # two ranks under each controller
+        assert f"horovodrun --{launcher}, TensorFlow" in out
+    assert out.count("local_size=2 ") == 8  # two ranks under each controller, with each framework
     assert "rank=1 local_rank=1 size=2" in out
 
 
-def test_horovodrun_check_build_lists_tensorflow_mpi_and_gloo():
-    import os
-    import sys
+def test_check_runs_a_pytorch_allreduce_on_two_ranks_under_each_controller(two_rank_check):
+    proc = two_rank_check
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "[X] PyTorch" in out
+    assert f"PyTorch       {metadata.version('torch')} (Horovod's PyTorch extension: built)" in out
+    for launcher, controller in (("gloo", "Gloo"), ("mpi", "MPI")):
+        section = out.split(f"horovodrun --{launcher}, PyTorch")[1].split("---")[0]
+        for rank in (0, 1):
+            assert f"rank={rank} local_rank={rank} size=2" in section
+        assert section.count(f"controller={controller}") == 2
+        assert section.count("framework=PyTorch allreduce_sum=3") == 2
 
+
+def test_horovodrun_check_build_lists_tensorflow_pytorch_mpi_and_gloo():
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     out = subprocess.run(
         [horovodrun, "--check-build"], capture_output=True, text=True, timeout=120
     ).stdout
-    for needed in ("[X] TensorFlow", "[X] MPI", "[X] Gloo"):
+    for needed in ("[X] TensorFlow", "[X] PyTorch", "[X] MPI", "[X] Gloo"):
         assert needed in out, out
+
+
+def horovod_without_pytorch(folder):
+    """This venv's Horovod seen without its PyTorch extension: a tree of links to the installed
+    package, less horovod/torch/mpi_lib_v2*.so (what a build without HOROVOD_WITH_PYTORCH leaves)."""
+    import horovod
+
+    source = os.path.dirname(horovod.__file__)
+    os.makedirs(folder / "horovod" / "torch")
+    for name in os.listdir(source):
+        if name != "torch":
+            os.symlink(os.path.join(source, name), folder / "horovod" / name)
+    for name in os.listdir(os.path.join(source, "torch")):
+        if not name.startswith("mpi_lib_v2"):
+            os.symlink(os.path.join(source, "torch", name), folder / "horovod" / "torch" / name)
+    return folder
+
+
+def test_a_horovod_without_its_pytorch_extension_fails_the_check_with_the_fix(tmp_path):
+    shadow = horovod_without_pytorch(tmp_path)
+    proc = subprocess.run(
+        [PYTHON, "-m", "hvdcourse.course.envcheck"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": f"{shadow}{os.pathsep}{ROOT}"},
+        cwd=str(tmp_path),
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[ ] PyTorch" in proc.stdout and "extension: NOT built" in proc.stdout
+    installed = json.loads(metadata.distribution("horovod").read_text("direct_url.json"))["url"]
+    entry = os.path.dirname(installed[len("file://") :])  # the wheel cache entry make env used
+    assert glob.glob(os.path.join(entry, "horovod-*.whl"))
+    problems = [line for line in proc.stderr.splitlines() if line.startswith("  - ")]
+    assert problems == [
+        "  - Horovod was built without its PyTorch extension (torch==2.13.0 is pinned): delete "
+        f"{entry} and run 'make env'"
+    ]
+
+
+def test_pytorch_is_optional_where_the_course_does_not_pin_it(tmp_path):
+    from hvdcourse.course.envcheck import pinned_version, torch_report
+
+    unpinned = tmp_path / "requirements.txt"
+    unpinned.write_text("tensorflow==2.20.0\nnumpy==2.2.6\n")
+    lines, problems = torch_report(False, "0.28.1", str(unpinned))
+    assert problems == [] and lines[0].endswith("(Horovod's PyTorch extension: NOT built)")
+    assert pinned_version("torch", str(unpinned)) is None
+    assert pinned_version("torch") == "2.13.0"  # the course's own requirements.txt
 
 
 def test_a_host_name_that_does_not_resolve_is_reported_before_gloo_crashes():

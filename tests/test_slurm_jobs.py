@@ -103,6 +103,52 @@ def test_two_ranks_train_to_identical_weights(request, shape, nodes, node_list):
     assert digests[0] == digests[1]
 
 
+TORCH_RANK_LINE = re.compile(
+    r"\[train_torch_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)"
+)
+
+
+@pytest.fixture(scope="module")
+def torch_two_nodes_job(local_cluster, tmp_path_factory):
+    # HVD_TRAINER picks the PyTorch trainer; everything else is the Keras job's
+    return submit(
+        local_cluster,
+        tmp_path_factory.mktemp("torch_two_nodes"),
+        ["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1"],
+        QUICK,
+        env={"HVD_TRAINER": "train_torch_hvd"},
+    )
+
+
+@pytest.mark.timeout(300)
+def test_pytorch_trainer_runs_on_two_nodes_to_identical_weights(torch_two_nodes_job):
+    job = torch_two_nodes_job
+    assert job.state == "COMPLETED" and job.exit_code == "0:0", job.output[-3000:]
+    assert (job.info["NumNodes"], job.info["NumTasks"], job.info["NodeList"]) == (
+        "2",
+        "2",
+        "node[1-2]",
+    )
+    assert re.search(r"^\[hvdcourse\] job \d+ on node\[1-2\], site cpu", job.output, re.M)
+    assert re.search(r"^\[train_torch_hvd\] .* ranks=2 threads/rank=1 ", job.output, re.M)
+    digests = dict(TORCH_RANK_LINE.findall(job.output))
+    assert sorted(digests) == ["0", "1"], job.output[-3000:]
+    assert digests["0"] == digests["1"]
+
+
+@pytest.mark.timeout(300)
+def test_pytorch_job_runs_the_srun_line_of_the_pytorch_trainer_and_checkpoints(torch_two_nodes_job):
+    job = torch_two_nodes_job
+    assert re.search(
+        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m "
+        r"hvdcourse.examples.train_torch_hvd --checkpoint-dir checkpoints/hvd-train-\d+ --threads 1",
+        job.output,
+        re.M,
+    )
+    folder = os.path.join(job.info["WorkDir"], "checkpoints", f"hvd-train-{job.job_id}")
+    assert sorted(os.listdir(folder)) == ["epoch-1.pt", "epoch-2.pt"]
+
+
 @pytest.mark.timeout(300)
 def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
     assert re.search(

@@ -102,6 +102,55 @@ def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("trainer", ["train_torch_hvd", "hvdcourse.examples.train_torch_hvd"])
+def test_hvd_trainer_selects_the_pytorch_trainer_for_the_srun_line(trainer):
+    out = dry_run("nvidia-generic", "--", "--epochs", "2", env={"HVD_TRAINER": trainer})
+    (srun,) = [line for line in out.splitlines() if line.startswith("[dry-run] srun ")]
+    assert srun.endswith(
+        "/slurm/select-gpu python -m hvdcourse.examples.train_torch_hvd "
+        "--checkpoint-dir checkpoints/hvd-train-JOBID --threads 8 --epochs 2"
+    ), srun
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_that_srun_cannot_start_is_refused_before_submitting():
+    proc = run(["slurm/submit.sh", "cpu"], env={"HVD_TRAINER": "train_torch_ddp"})
+    assert proc.returncode == 2 and "[dry-run]" not in proc.stdout
+    assert proc.stderr.strip() == (
+        "[hvdcourse] ERROR: HVD_TRAINER=train_torch_ddp: this job runs one of train_hvd train_tape "
+        "train_torch_hvd (srun gives them their ranks; DDP needs torchrun)"
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("site", sorted(GPU_SITES))
+def test_gpu_site_says_how_horovod_is_built_for_pytorch_and_that_it_is_not_run_here(site):
+    out = dry_run(site)
+    (line,) = [line for line in out.splitlines() if "Horovod build for this site" in line]
+    assert "HOROVOD_GPU_OPERATIONS=NCCL" in line and "HOROVOD_WITH_PYTORCH=1" in line
+    assert line.endswith("(a GPU build: not executed by the course, which has no GPU)")
+    with open(os.path.join(ROOT, "slurm", "sites", f"{site}.env")) as fh:
+        text = fh.read()
+    assert "NOT executed by the course" in text
+    if site != "lumi-g":  # NVIDIA: where NCCL comes from (LUMI's RCCL comes with ROCm)
+        assert "HOROVOD_NCCL_HOME" in text and "nvidia.nccl" in text
+
+
+@pytest.mark.timeout(60)
+def test_cpu_site_names_the_build_that_make_env_does():
+    out = dry_run("cpu")
+    assert (
+        "[dry-run] Horovod build for this site: HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_PYTORCH=1 "
+        "HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1\n"
+    ) in out
+    with open(os.path.join(ROOT, "tools", "setup_env.sh")) as fh:
+        setup = fh.read()
+    for flag in ("HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_MPI=1", "HOROVOD_WITH_GLOO=1"):
+        assert flag in setup
+    assert "TORCH_FLAG=HOROVOD_WITH_PYTORCH" in setup
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("site", sorted(GPU_SITES))
 def test_gpu_dry_run_prints_one_gpu_per_local_rank(site):
     var, ranks = GPU_SITES[site]

@@ -6,22 +6,27 @@ non-zero with a one-line fix when something is missing.
 
 * ``hvdcourse-check``                 - build report + a 1-rank run (no launcher needed)
 * ``hvdcourse-check --ranks 2``       - also launches itself on 2 ranks (Gloo and MPI) and checks
-  that every rank answers and that an allreduce agrees
+  that every rank answers and that an allreduce agrees, with TensorFlow and (when Horovod has its
+  PyTorch extension) with PyTorch
 * ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import socket
 import sys
 
 from hvdcourse.runtime.errors import CheckFailed, UsageError, run_cli
+from hvdcourse.runtime.paths import ROOT, cache_dir
 
 NEEDED_TF = "2.20"
 NEEDED_HOROVOD = "0.28.1"
 PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+FRAMEWORKS = {"tensorflow": "TensorFlow", "torch": "PyTorch"}  # --framework: the rank line's name
 
 
 def tf_keras_version(tf) -> str:
@@ -75,9 +80,10 @@ def build_report() -> tuple[list, list]:
     def mark(flag: bool) -> str:
         return "[X]" if flag else "[ ]"
 
+    torch_built = _extension_built(horovod, "torch", "mpi_lib_v2")
     frameworks = {
         "TensorFlow": True,
-        "PyTorch": _extension_built(horovod, "torch", "mpi_lib_v2"),
+        "PyTorch": torch_built,
         "MXNet": _extension_built(horovod, "mxnet", "mpi_lib"),
     }
     controllers = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built()}
@@ -102,7 +108,96 @@ def build_report() -> tuple[list, list]:
                 f"Horovod was built without {name}; rebuild with HOROVOD_WITH_{name.upper()}=1 "
                 "(delete ~/.cache/hvdcourse/wheels and run 'make env')"
             )
+    torch_lines, torch_problems = torch_report(torch_built, horovod.__version__)
+    lines[3:3] = torch_lines  # after Horovod's version, before the tables
+    problems += torch_problems
     problems += hostname_problems()
+    return lines, problems
+
+
+def torch_ready() -> bool:
+    """Whether PyTorch is installed and Horovod was built with its PyTorch extension."""
+    import horovod
+
+    return installed_version("torch") is not None and _extension_built(
+        horovod, "torch", "mpi_lib_v2"
+    )
+
+
+def pinned_version(package: str, requirements: str | None = None) -> str | None:
+    """The version ``requirements.txt`` pins for ``package`` (``name==X``), or None."""
+    requirements = requirements or os.path.join(ROOT, "requirements.txt")
+    if not os.path.isfile(requirements):
+        return None
+    with open(requirements) as fh:
+        for line in fh:
+            found = re.match(rf"^{re.escape(package)}==([^\s;#]+)", line.strip())
+            if found:
+                return found.group(1)
+    return None
+
+
+def installed_version(package: str) -> str | None:
+    """The installed version of ``package`` (read from its metadata, without importing it), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def wheel_cache_entry(horovod_version: str) -> str:
+    """The folder of the cached Horovod wheel that is installed (tools/setup_env.sh installs it from
+    there, and pip records the file), else the pattern of the cache's entries for this version."""
+    from importlib import metadata
+
+    try:
+        direct = json.loads(metadata.distribution("horovod").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        direct = {}
+    url = direct.get("url", "")
+    if url.startswith("file://"):
+        return os.path.dirname(url[len("file://") :])
+    return os.path.join(cache_dir(), "wheels", f"hvd{horovod_version}-*")
+
+
+def torch_report(
+    extension_built: bool, horovod_version: str, requirements: str | None = None
+) -> tuple:
+    """(lines, problems) about PyTorch: its version, whether Horovod's PyTorch extension is built and
+    loads. Missing is a problem only where ``requirements`` (the course's requirements.txt) pins torch."""
+    pinned = pinned_version("torch", requirements)
+    version = installed_version("torch")
+    if version is None:
+        line = "PyTorch       not installed"
+        if pinned:
+            return [line], [
+                f"PyTorch is not installed, but the course pins torch=={pinned}; run 'make env'"
+            ]
+        return [line], []
+    lines = [
+        f"PyTorch       {version} (Horovod's PyTorch extension: "
+        f"{'built' if extension_built else 'NOT built'})"
+    ]
+    problems = []
+    if pinned and version.split("+")[0] != pinned:  # 2.13.0+cpu is torch 2.13.0
+        problems.append(f"PyTorch {version}, but the course pins torch=={pinned}; run 'make env'")
+    if not extension_built:
+        if pinned:
+            problems.append(
+                f"Horovod was built without its PyTorch extension (torch=={pinned} is pinned): delete "
+                f"{wheel_cache_entry(horovod_version)} and run 'make env'"
+            )
+        return lines, problems
+    try:
+        import horovod.torch  # noqa: F401  (loads the extension against the installed torch)
+    except ImportError as err:  # e.g. torch changed after Horovod was built
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        problems.append(
+            f"Horovod's PyTorch extension does not load ({first[:160]}): delete "
+            f"{wheel_cache_entry(horovod_version)} and run 'make env'"
+        )
     return lines, problems
 
 
@@ -129,13 +224,21 @@ def _extension_built(horovod, framework: str, library: str) -> bool:
     return bool(glob.glob(os.path.join(folder, library + "*.so")))
 
 
-def rank_line() -> tuple[str, float]:
-    """Initialise Horovod and return this rank's line and the result of a test allreduce."""
-    import horovod.tensorflow as hvd
-    import tensorflow as tf
+def rank_line(framework: str = "tensorflow") -> tuple[str, float]:
+    """Initialise Horovod with ``framework``'s API (``tensorflow`` or ``torch``) and return this rank's
+    line and the result of a test allreduce (each rank gives rank + 1: the sum is known)."""
+    if framework == "torch":
+        import horovod.torch as hvd
+        import torch
 
-    hvd.init()
-    total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum).numpy())
+        hvd.init()
+        total = float(hvd.allreduce(torch.tensor(float(hvd.rank() + 1)), op=hvd.Sum))
+    else:
+        import horovod.tensorflow as hvd
+        import tensorflow as tf
+
+        hvd.init()
+        total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum).numpy())
     controller = "MPI" if hvd.mpi_enabled() else "Gloo" if hvd.gloo_enabled() else "?"
     threads = ""
     if hvd.mpi_enabled():
@@ -143,38 +246,50 @@ def rank_line() -> tuple[str, float]:
     line = (
         f"rank={hvd.rank()} local_rank={hvd.local_rank()} size={hvd.size()} "
         f"local_size={hvd.local_size()} host={socket.gethostname()} controller={controller}{threads} "
-        f"allreduce_sum={total:g}"
+        f"framework={FRAMEWORKS[framework]} allreduce_sum={total:g}"
     )
     return line, total
 
 
-def check_ranks(np: int, timeout: float, launchers=("gloo", "mpi")) -> list:
-    """Launch this module on ``np`` ranks under each launcher; return the problems found."""
+def check_ranks(
+    np: int, timeout: float, launchers=("gloo", "mpi"), frameworks=("tensorflow",)
+) -> list:
+    """Launch this module on ``np`` ranks under each launcher, once per framework; return the problems."""
     from hvdcourse.runtime.launch import run_ranks
 
     problems = []
     expected_sum = np * (np + 1) / 2
-    for launcher in launchers:
+    for launcher, framework in [(lc, fw) for lc in launchers for fw in frameworks]:
         run = run_ranks(
-            [sys.executable, "-m", "hvdcourse.course.envcheck", "--rank-line"],
+            [
+                sys.executable,
+                "-m",
+                "hvdcourse.course.envcheck",
+                "--rank-line",
+                "--framework",
+                framework,
+            ],
             np,
             launcher,
             timeout,
         )
         # each rank reports its line and its sum
         answers = [found[-1] for found in run.results if found]
-        print(f"--- {np} ranks, horovodrun --{launcher} ({run.seconds:.1f} s)")
+        name = FRAMEWORKS[framework]
+        print(f"--- {np} ranks, horovodrun --{launcher}, {name} ({run.seconds:.1f} s)")
         for answer in answers:
             print("  " + answer["line"])
         if not run.ok or len(answers) != np:
             silent = [rank for rank, found in enumerate(run.results) if not found]
             tail = "\n    ".join(run.output.strip().splitlines()[-8:])
             problems.append(
-                f"{np}-rank run under {launcher} failed (exit {run.returncode}, "
+                f"{np}-rank {name} run under {launcher} failed (exit {run.returncode}, "
                 f"{len(answers)}/{np} ranks answered; silent: rank(s) {silent}):\n    {tail}"
             )
         elif not all(answer["allreduce_sum"] == expected_sum for answer in answers):
-            problems.append(f"{launcher}: allreduce gave a wrong sum (expected {expected_sum:g})")
+            problems.append(
+                f"{launcher}, {name}: allreduce gave a wrong sum (expected {expected_sum:g})"
+            )
     return problems
 
 
@@ -193,6 +308,12 @@ def check(argv=None) -> int:
     parser.add_argument(
         "--rank-line", action="store_true", help="only print this rank's line (under a launcher)"
     )
+    parser.add_argument(
+        "--framework",
+        choices=sorted(FRAMEWORKS),
+        default="tensorflow",
+        help="with --rank-line: the Horovod API whose allreduce the rank runs",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.launchers.split(",")) - {"gloo", "mpi"})
     if unknown:
@@ -206,7 +327,7 @@ def check(argv=None) -> int:
     if args.rank_line:
         from hvdcourse.runtime.results import report
 
-        line, total = rank_line()
+        line, total = rank_line(args.framework)
         print(line, flush=True)
         report({"line": line, "allreduce_sum": total})
         return 0
@@ -222,7 +343,8 @@ def check(argv=None) -> int:
         except Exception as err:
             problems.append(str(err))
     if not problems and args.ranks > 1:
-        problems += check_ranks(args.ranks, args.timeout, args.launchers.split(","))
+        frameworks = ("tensorflow", "torch") if torch_ready() else ("tensorflow",)
+        problems += check_ranks(args.ranks, args.timeout, args.launchers.split(","), frameworks)
     if problems:
         print("\nNOT READY:", file=sys.stderr)
         for p in problems:

@@ -86,3 +86,21 @@ def test_monitor_plot_draws_cpu_and_context_switches_per_run():
     ]
     fig = plots.monitor_traces({"runs": {"naive": samples, "tuned": samples}})
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+
+
+def test_frameworks_bars_draw_1_and_2_ranks_per_framework_with_the_efficiency():
+    doc = {
+        "results": [
+            row("hvd-1rank", 1000, ranks=1),
+            row("hvd-2ranks-gloo", 1800),
+            row("hvd-2ranks-mpi", 1900),
+            row("torch-hvd-1rank", 500, "torch-hvd", 1),
+            row("torch-hvd-2ranks-gloo", 800, "torch-hvd"),
+            row("ddp-1rank", 500, "ddp", 1),
+            row("ddp-2ranks", 850, "ddp"),
+        ]
+    }
+    ax = plots.frameworks_bars(doc).axes[0]
+    # torch-hvd-2ranks-mpi is missing: its group is left out
+    assert len(ax.patches) == 2 * 4
+    assert [t.get_text() for t in ax.texts] == ["90%", "95%", "80%", "85%"]

@@ -1,5 +1,6 @@
 """hvdcourse.course.bench.suite: one command writes every result file, with the machine (tiny settings)."""
 
+import dataclasses
 import json
 import os
 
@@ -9,6 +10,7 @@ from hvdcourse.course.bench.suite import (
     Config,
     QUICK,
     concurrent_memcopy,
+    framework_configs,
     ladder_configs,
     main_configs,
     run_suite,
@@ -40,6 +42,21 @@ def test_baseline_is_pinned_to_one_core_with_one_thread():
     assert base.taskset == "0" and base.threads == 1
 
 
+def test_pytorch_runs_use_the_model_data_batch_and_knobs_of_the_keras_runs_beside_them():
+    configs = {c.label: c for c in framework_configs()}
+    assert len({(c.batch, c.data) for c in configs.values()}) == 1
+    for torch_label, keras_label in [
+        ("torch-hvd-1rank", "hvd-1rank"),
+        ("torch-hvd-2ranks-gloo", "hvd-2ranks-gloo"),
+        ("torch-hvd-2ranks-mpi", "hvd-2ranks-mpi"),
+        ("torch-1core", "keras-1core"),
+    ]:
+        torch_run, keras_run = configs[torch_label], configs[keras_label]
+        assert torch_run.key()[1:] == keras_run.key()[1:]  # all but the mode
+    assert (configs["ddp-2ranks"].launcher, configs["ddp-2ranks"].ranks) == ("torchrun", 2)
+    assert configs["ddp-2ranks"].threads == 1 and configs["ddp-2ranks"].bind == "core"
+
+
 def test_ladder_ends_at_the_tuned_configuration():
     tuned = [c for c in main_configs() if c.label == "hvd-2ranks-mpi"][0]
     assert ladder_configs()[-1].key() == tuned.key()
@@ -61,7 +78,7 @@ def quick_suite(tmp_path_factory):
 
 def test_quick_suite_writes_every_file_with_the_machine(quick_suite):
     out, _ = quick_suite
-    for name in ("throughput", "tuning", "allreduce", "monitor"):
+    for name in ("throughput", "tuning", "allreduce", "monitor", "frameworks"):
         with open(os.path.join(out, f"{name}.json")) as fh:
             doc = json.load(fh)
         assert doc["machine"]["logical_cores"] >= 1 and "load_average_1_5_15min" in doc["machine"]
@@ -77,6 +94,43 @@ def test_quick_suite_measures_every_main_run_it_lists(quick_suite):
         "hvd_vs_mwms",
         "allreduce_64mb_vs_memcopy",
     }
+
+
+def test_quick_suite_measures_pytorch_beside_keras_and_writes_the_ratios(quick_suite):
+    _, docs = quick_suite
+    rows = docs["frameworks"]["results"]
+    assert {r["label"] for r in rows} == {
+        "hvd-2ranks-mpi",
+        "torch-hvd-1rank",
+        "torch-hvd-2ranks-gloo",
+        "ddp-1rank",
+        "ddp-2ranks",
+    }
+    assert all("median_images_per_s" in r for r in rows), [r.get("output_tail") for r in rows]
+    measured = {r["detail"] for r in docs["frameworks"]["ratios"] if r["value"] is not None}
+    assert {
+        "PyTorch+Horovod (Gloo) / DDP, 2 ranks",
+        "PyTorch+Horovod (Gloo), 2 ranks / (2 x 1 rank)",
+        "DDP (Gloo), 2 ranks / (2 x 1 rank)",
+    } <= measured
+    (target,) = [t for t in docs["frameworks"]["targets"] if t["measured"] is not None]
+    assert target["target"] == "torch_hvd_vs_ddp" and target["met"] in (True, False)
+
+
+def test_only_one_part_leaves_the_other_files_alone(tmp_path):
+    (tmp_path / "throughput.json").write_text("{}\n")
+    settings = dataclasses.replace(QUICK, rounds=1)
+    tiny = [c.with_(c.label, c.note, batch=(8,)) for c in framework_configs()]
+    docs = run_suite(
+        str(tmp_path),
+        parts=("frameworks",),
+        settings=settings,
+        log=lambda *a: None,
+        configs={"frameworks": [c for c in tiny if c.label in ("ddp-1rank", "ddp-2ranks")]},
+    )
+    assert sorted(docs) == ["frameworks"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frameworks.json", "throughput.json"]
+    assert (tmp_path / "throughput.json").read_text() == "{}\n"
 
 
 def test_quick_suite_records_a_cpu_trace(quick_suite):

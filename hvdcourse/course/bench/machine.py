@@ -84,6 +84,7 @@ def describe_machine() -> dict:
         "tensorflow": _version("tensorflow-cpu") or _version("tensorflow"),
         # tf.keras is tf-keras (Keras 2) in the course
         "keras": _version("tf-keras") or _version("keras"),
+        "torch": _version("torch"),
         "horovod": _version("horovod"),
         "mpi": _first_line(["mpirun", "--version"]),
         "mpi4py": _version("mpi4py"),

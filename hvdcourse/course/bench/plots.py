@@ -181,3 +181,51 @@ def monitor_traces(doc: dict):
     cpu.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# (group shown, run at 1 rank, run at 2 ranks) of the frameworks comparison
+FRAMEWORK_GROUPS = (
+    ("Keras + Horovod\nGloo", "hvd-1rank", "hvd-2ranks-gloo"),
+    ("Keras + Horovod\nMPI", "hvd-1rank", "hvd-2ranks-mpi"),
+    ("PyTorch + Horovod\nGloo", "torch-hvd-1rank", "torch-hvd-2ranks-gloo"),
+    ("PyTorch + Horovod\nMPI", "torch-hvd-1rank", "torch-hvd-2ranks-mpi"),
+    ("PyTorch DDP\nGloo", "ddp-1rank", "ddp-2ranks"),
+)
+
+
+def frameworks_bars(doc: dict):
+    """images/s at 1 and 2 ranks for each framework and controller of the frameworks comparison,
+    the ideal (2 x its 1-rank run) marked, and each 2-rank bar labelled with its scaling efficiency."""
+    from hvdcourse.course.bench.results import rate
+
+    plt = _plt()
+    rows = doc["results"]
+    groups = [g for g in FRAMEWORK_GROUPS if rate(rows, g[1]) and rate(rows, g[2])]
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    width = 0.38
+    for i, (name, one, two) in enumerate(groups):
+        base, value = rate(rows, one), rate(rows, two)
+        color = "#1f77b4" if name.startswith("Keras") else "#d62728"
+        if "DDP" in name:
+            color = "#9467bd"
+        ax.bar(i - width / 2, base, width, color=color, alpha=0.45)
+        ax.bar(i + width / 2, value, width, color=color)
+        ax.hlines(2 * base, i + 0.02, i + width + 0.02, color="green", linestyle="--")
+        ax.text(
+            i + width / 2,
+            value,
+            f"{100 * scaling_efficiency(value, base, 2):.0f}%",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=8)
+    ax.set_ylabel("images/s (median)")
+    batch = next((r["batch_per_rank"] for r in rows if "batch_per_rank" in r), None)
+    ax.set_title(
+        f"1 rank (light) and 2 ranks (dark), {batch} images per rank; dashes: 2 x 1 rank; "
+        "labels: efficiency",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig

@@ -16,13 +16,85 @@ import os
 from hvdcourse.runtime.paths import BOOK_DATA
 
 RESULTS_DIR = os.path.join(BOOK_DATA, "bench")  # where `make bench` writes, the lesson reads
-FILES = ("throughput", "tuning", "allreduce", "monitor")
+FILES = ("throughput", "tuning", "allreduce", "monitor", "frameworks")
 TARGETS = {
     "efficiency_2_ranks": 0.90,  # Horovod 2 ranks >= 90% of 2 x plain Keras on one core
     "hvd_1_rank_vs_keras": 0.97,  # Horovod 1 rank within 3% of plain Keras
     "hvd_vs_mwms": 1.0,  # Horovod 2 ranks at least as fast as MWMS 2 workers
     "allreduce_64mb_vs_memcopy": 0.5,  # hvd.allreduce at 64 MB >= 50% of the memory-copy bound
+    "torch_hvd_vs_ddp": 1.0,  # PyTorch + Horovod 2 ranks at least as fast as DDP 2 ranks
 }
+# The ratios of the frameworks comparison: (name, numerator run, denominator run, ranks of the
+# numerator per rank of the denominator (2: scaling efficiency 2 ranks vs 1), what it says).
+FRAMEWORK_RATIOS = (
+    (
+        "torch_hvd_vs_ddp",
+        "torch-hvd-2ranks-gloo",
+        "ddp-2ranks",
+        1,
+        "PyTorch+Horovod (Gloo) / DDP, 2 ranks",
+    ),
+    (
+        "torch_hvd_vs_ddp",
+        "torch-hvd-2ranks-mpi",
+        "ddp-2ranks",
+        1,
+        "PyTorch+Horovod (MPI) / DDP, 2 ranks",
+    ),
+    ("torch_hvd_vs_ddp_1rank", "torch-hvd-1rank", "ddp-1rank", 1, "PyTorch+Horovod / DDP, 1 rank"),
+    (
+        "efficiency_2_vs_1",
+        "hvd-2ranks-gloo",
+        "hvd-1rank",
+        2,
+        "Keras+Horovod (Gloo), 2 ranks / (2 x 1 rank)",
+    ),
+    (
+        "efficiency_2_vs_1",
+        "hvd-2ranks-mpi",
+        "hvd-1rank",
+        2,
+        "Keras+Horovod (MPI), 2 ranks / (2 x 1 rank)",
+    ),
+    (
+        "efficiency_2_vs_1",
+        "torch-hvd-2ranks-gloo",
+        "torch-hvd-1rank",
+        2,
+        "PyTorch+Horovod (Gloo), 2 ranks / (2 x 1 rank)",
+    ),
+    (
+        "efficiency_2_vs_1",
+        "torch-hvd-2ranks-mpi",
+        "torch-hvd-1rank",
+        2,
+        "PyTorch+Horovod (MPI), 2 ranks / (2 x 1 rank)",
+    ),
+    ("efficiency_2_vs_1", "ddp-2ranks", "ddp-1rank", 2, "DDP (Gloo), 2 ranks / (2 x 1 rank)"),
+    ("torch_vs_keras", "torch-1core", "keras-1core", 1, "plain PyTorch / plain Keras, 1 core"),
+    (
+        "torch_vs_keras",
+        "torch-hvd-2ranks-gloo",
+        "hvd-2ranks-gloo",
+        1,
+        "PyTorch / Keras, Horovod (Gloo) 2 ranks",
+    ),
+    (
+        "torch_vs_keras",
+        "torch-hvd-2ranks-mpi",
+        "hvd-2ranks-mpi",
+        1,
+        "PyTorch / Keras, Horovod (MPI) 2 ranks",
+    ),
+    ("hvd_1_rank_vs_plain", "hvd-1rank", "keras-1core", 1, "Keras: Horovod 1 rank / plain, 1 core"),
+    (
+        "hvd_1_rank_vs_plain",
+        "torch-hvd-1rank",
+        "torch-1core",
+        1,
+        "PyTorch: Horovod 1 rank / plain, 1 core",
+    ),
+)
 
 
 def load(directory: str = RESULTS_DIR) -> dict:
@@ -265,3 +337,90 @@ def ladder_table(tuning: dict):
             if c in table
         ]
     ]
+
+
+def framework_ratios(rows: list) -> list:
+    """The ratios of :data:`FRAMEWORK_RATIOS` from one run's rows (all at one per-rank batch), as rows
+    {ratio, numerator, denominator, value, detail}; value is None where a run is missing or failed."""
+    out = []
+    for name, top, bottom, per, detail in FRAMEWORK_RATIOS:
+        a, b = rate(rows, top), rate(rows, bottom)
+        out.append(
+            {
+                "ratio": name,
+                "numerator": top,
+                "denominator": bottom,
+                "value": a / (per * b) if a and b else None,
+                "detail": detail,
+            }
+        )
+    return out
+
+
+def framework_targets(ratios: list) -> list:
+    """The issue's target for the frameworks comparison (PyTorch+Horovod >= DDP at 2 ranks), as the
+    rows of :func:`targets`."""
+    needed = TARGETS["torch_hvd_vs_ddp"]
+    return [
+        {
+            "target": "torch_hvd_vs_ddp",
+            "measured": r["value"],
+            "needed": needed,
+            "met": None if r["value"] is None else r["value"] >= needed,
+            "detail": r["detail"],
+        }
+        for r in ratios
+        if r["ratio"] == "torch_hvd_vs_ddp"
+    ]
+
+
+def format_ratios(ratios: list) -> str:
+    return "\n".join(
+        f"  {'n/a' if r['value'] is None else format(r['value'], '.3f'):>7s}  {r['detail']}"
+        for r in ratios
+    )
+
+
+FRAMEWORK_NAMES = {
+    "keras": "Keras",
+    "hvd": "Keras + Horovod",
+    "torch": "PyTorch",
+    "torch-hvd": "PyTorch + Horovod",
+    "ddp": "PyTorch DDP",
+}
+
+
+def framework_table(rows: list):
+    """The frameworks comparison as a table: one row per run with its images/s and, for 2 ranks, the
+    scaling efficiency against the same framework's run at 1 rank (same launcher family)."""
+    import pandas as pd
+
+    one_rank = {
+        r["mode"]: r["median_images_per_s"]
+        for r in rows
+        if "median_images_per_s" in r
+        and r.get("ranks") == 1
+        and r["mode"] in ("hvd", "torch-hvd", "ddp")
+    }
+    records = []
+    for row in rows:
+        if "median_images_per_s" not in row:
+            records.append({"run": row.get("label"), "error": row.get("error", "failed")})
+            continue
+        value, base = row["median_images_per_s"], one_rank.get(row["mode"])
+        rates = row["images_per_s"]
+        records.append(
+            {
+                "run": row["label"],
+                "framework": FRAMEWORK_NAMES.get(row["mode"], row["mode"]),
+                "launcher": row.get("launcher"),
+                "ranks": row["ranks"],
+                "batch/rank": row["batch_per_rank"],
+                "images/s": round(value),
+                "min-max": f"{min(rates):.0f}-{max(rates):.0f}",
+                "efficiency vs 1 rank": round(scaling_efficiency(value, base, row["ranks"]), 3)
+                if base and row["ranks"] > 1
+                else None,
+            }
+        )
+    return pd.DataFrame.from_records(records)

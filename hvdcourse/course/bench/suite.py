@@ -10,11 +10,16 @@
   groups, transport and batch size;
 * ``allreduce.json``: allreduce bus bandwidth 4 KB - 64 MB (Horovod over Gloo and MPI, mpi4py out of
   place and in place, the course's ring) beside the memory-copy bandwidth;
-* ``monitor.json``: CPU, memory and context switches sampled during the naive and the tuned run.
+* ``monitor.json``: CPU, memory and context switches sampled during the naive and the tuned run;
+* ``frameworks.json``: PyTorch + Horovod (Gloo, MPI) and PyTorch DDP (Gloo, torchrun) at 1 and 2 ranks,
+  beside Keras + Horovod measured in the same run (same model, data and per-rank batch), with the
+  ratios: PyTorch+Horovod / DDP at 2 ranks, 2-rank scaling efficiency of each (against its own run at
+  1 rank), PyTorch / Keras.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
 goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
-tiny version (tests); ``--only`` picks parts. Other work on the machine makes the numbers noisy: the
+tiny version (tests); ``--only`` picks parts (``--only frameworks`` measures the PyTorch comparison
+alone and leaves the other files as they are). Other work on the machine makes the numbers noisy: the
 load average before each run is recorded next to it.
 """
 
@@ -32,7 +37,9 @@ from hvdcourse.course.bench import machine, results
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
-PARTS = ("main", "tuning", "allreduce")
+PARTS = ("main", "tuning", "allreduce", "frameworks")
+# modes measured by hvdcourse.course.bench.torch_throughput (the others by ...bench.throughput)
+TORCH_MODES = ("torch", "torch-hvd", "ddp")
 BATCH = 256  # per-rank batch of the main comparison (the batch sweep shows why)
 BATCH_SWEEP = (16, 32, 64, 128, 256, 512)
 # a waiting MPI rank yields its core instead of spinning
@@ -58,9 +65,10 @@ class Config:
     """One benchmark run: what to start, how many ranks, which knobs."""
 
     label: str
-    mode: str = "hvd"  # keras | hvd | mwms
+    mode: str = "hvd"  # keras | hvd | mwms | solo | torch | torch-hvd | ddp
     ranks: int = 2
-    launcher: str = "gloo"  # python | gloo | mpi | mpirun (mwms: started by train_mwms)
+    # python | gloo | mpi | mpirun | torchrun (mwms: started by train_mwms)
+    launcher: str = "gloo"
     threads: int = 1  # -1: TensorFlow's default (all cores, per process)
     bind: str = "core"
     taskset: str | None = None  # "0": run under `taskset -c 0`
@@ -94,8 +102,6 @@ class Config:
             str(settings.warmup_steps),
             "--repeats",
             str(settings.repeats),
-            "--fit-verbose",
-            str(self.fit_verbose),
             "--groups",
             str(self.groups),
         ]
@@ -103,7 +109,16 @@ class Config:
             args += ["--images-per-repeat", str(settings.images_per_repeat)]
         else:
             args += ["--steps", str(settings.steps)]
+        if self.mode in TORCH_MODES:  # no Keras progress bar to show
+            return args
+        args += ["--fit-verbose", str(self.fit_verbose)]
         return args + (["--log-all-ranks"] if self.log_all_ranks else [])
+
+    def module(self) -> str:
+        """The benchmark program that measures this configuration."""
+        if self.mode in TORCH_MODES:
+            return "hvdcourse.course.bench.torch_throughput"
+        return "hvdcourse.course.bench.throughput"
 
     def key(self) -> tuple:
         """Runs with equal keys measure the same thing: the suite runs them once."""
@@ -194,12 +209,7 @@ def main_configs() -> list:
             env=dict(HUGE_PAGES),
             note="plain Keras using both cores (2 intra-op threads)",
         ),
-        Config(
-            "hvd-1rank",
-            ranks=1,
-            env=dict(HUGE_PAGES),
-            note="horovodrun -np 1 --gloo, bound to one core, 1 thread",
-        ),
+        HVD_1RANK,
         HVD_GLOO,
         HVD_MPI,
         Config(
@@ -334,6 +344,69 @@ def sweep_configs() -> dict:
     }
 
 
+HVD_1RANK = Config(
+    "hvd-1rank",
+    ranks=1,
+    env=dict(HUGE_PAGES),
+    note="horovodrun -np 1 --gloo, bound to one core, 1 thread",
+)
+TORCH_1CORE = Config(
+    "torch-1core",
+    mode="torch",
+    ranks=1,
+    launcher="python",
+    threads=1,
+    bind="none",
+    taskset="0",
+    env=dict(HUGE_PAGES),
+    note="plain PyTorch, taskset -c 0, 1 intra-op thread: PyTorch's baseline",
+)
+# PyTorch + Horovod with the settings of the Keras runs it stands beside (HVD_1RANK, HVD_GLOO, HVD_MPI)
+TORCH_HVD_1RANK = HVD_1RANK.with_(
+    "torch-hvd-1rank", "PyTorch + Horovod, horovodrun -np 1 --gloo, 1 thread", mode="torch-hvd"
+)
+TORCH_HVD_GLOO = HVD_GLOO.with_(
+    "torch-hvd-2ranks-gloo",
+    "PyTorch + Horovod, horovodrun --gloo; the Keras Gloo run's settings",
+    mode="torch-hvd",
+)
+TORCH_HVD_MPI = HVD_MPI.with_(
+    "torch-hvd-2ranks-mpi",
+    "PyTorch + Horovod, horovodrun --mpi; the Keras MPI run's settings",
+    mode="torch-hvd",
+)
+DDP_1RANK = Config(
+    "ddp-1rank",
+    mode="ddp",
+    ranks=1,
+    launcher="torchrun",
+    env=dict(HUGE_PAGES),
+    note="DistributedDataParallel over Gloo, torchrun --nproc-per-node 1, 1 thread",
+)
+DDP_2RANKS = DDP_1RANK.with_(
+    "ddp-2ranks",
+    "DistributedDataParallel over Gloo (default 25 MB buckets), torchrun --nproc-per-node 2, "
+    "1 thread per rank, each rank bound to its own core",
+    ranks=2,
+)
+
+
+def framework_configs() -> list:
+    """PyTorch + Horovod and DDP at 1 and 2 ranks, and the Keras runs they are compared with."""
+    return [
+        KERAS_1CORE,
+        TORCH_1CORE,
+        HVD_1RANK,
+        TORCH_HVD_1RANK,
+        DDP_1RANK,
+        HVD_GLOO,
+        HVD_MPI,
+        TORCH_HVD_GLOO,
+        TORCH_HVD_MPI,
+        DDP_2RANKS,
+    ]
+
+
 def quick_configs() -> dict:
     """A handful of tiny runs that exercise every code path of the suite (tests)."""
     return {
@@ -344,6 +417,12 @@ def quick_configs() -> dict:
         ],
         "ladder": [ladder_configs()[0].with_("naive", "quick", batch=(8,))],
         "sweeps": {},
+        "frameworks": [
+            c.with_(c.label, c.note, batch=(8,))
+            for c in framework_configs()
+            if c.label in ("hvd-2ranks-mpi", "torch-hvd-1rank", "torch-hvd-2ranks-gloo")
+            or c.mode == "ddp"
+        ],
     }
 
 
@@ -363,7 +442,7 @@ def launch(config: Config, settings: Settings):
             timeout=settings.timeout,
             env=config.env,
         )
-    program = [sys.executable, "-m", "hvdcourse.course.bench.throughput", *config.argv(settings)]
+    program = [sys.executable, "-m", config.module(), *config.argv(settings)]
     if config.taskset is not None:
         program = ["taskset", "-c", config.taskset, *program]
     return run_ranks(
@@ -379,8 +458,10 @@ class Runner:
         self.cache: dict = {}
         self.traces: dict = {}
 
-    def run(self, config: Config, trace: bool = False, round_: int = 0) -> list:
-        key = (config.key(), round_)
+    def run(self, config: Config, trace: bool = False, round_: int = 0, series: str = "") -> list:
+        """Rows of ``config``'s run; ``series`` names a part whose rounds are launched afresh (not
+        shared with the runs of the same configuration in the other parts)."""
+        key = (config.key(), round_, series)
         if key not in self.cache:
             load_before = machine.load_average()
             with CpuMonitor(interval=0.25) as monitor:
@@ -418,7 +499,9 @@ class Runner:
             self.traces[config.label] = samples
         return [{**row, "label": config.label, "note": config.note} for row in rows]
 
-    def run_rounds(self, configs: list, rounds: int, trace: str | None = None) -> list:
+    def run_rounds(
+        self, configs: list, rounds: int, trace: str | None = None, series: str = ""
+    ) -> list:
         """Launch every config ``rounds`` times, round-robin (so slow spells of other work hit all of them);
         each config's result is the median of its launches' medians. Later runs of the same config
         (tuning) reuse this combined result."""
@@ -426,12 +509,17 @@ class Runner:
         for round_ in range(rounds):
             for config in configs:
                 launches[config.label].append(
-                    self.run(config, trace=round_ == 0 and config.label == trace, round_=round_)
+                    self.run(
+                        config,
+                        trace=round_ == 0 and config.label == trace,
+                        round_=round_,
+                        series=series,
+                    )
                 )
         out = []
         for config in configs:
             combined = combine_launches(launches[config.label])
-            self.cache[(config.key(), 0)] = (combined, self.traces.get(config.label, []))
+            self.cache[(config.key(), 0, series)] = (combined, self.traces.get(config.label, []))
             out += [{**row, "label": config.label, "note": config.note} for row in combined]
         return out
 
@@ -537,14 +625,26 @@ def write(out_dir: str, name: str, doc: dict) -> str:
     return path
 
 
-def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=print) -> dict:
-    """Run the chosen parts, write their JSON files into ``out_dir``, return {name: document}."""
+def run_suite(
+    out_dir: str,
+    parts=PARTS,
+    settings: Settings | None = None,
+    log=print,
+    configs: dict | None = None,
+) -> dict:
+    """Run the chosen parts, write their JSON files into ``out_dir`` (only theirs: the other files
+    stay), return {name: document}. ``configs``: {part: configurations} instead of the suite's own."""
     settings = settings or Settings()
     runner = Runner(settings, log)
-    configs = (
+    configs = configs or (
         quick_configs()
         if settings.quick
-        else {"main": main_configs(), "ladder": ladder_configs(), "sweeps": sweep_configs()}
+        else {
+            "main": main_configs(),
+            "ladder": ladder_configs(),
+            "sweeps": sweep_configs(),
+            "frameworks": framework_configs(),
+        }
     )
     settings = dataclasses.replace(settings, nice=os.getpriority(os.PRIO_PROCESS, 0))
     header = {
@@ -572,9 +672,21 @@ def run_suite(out_dir: str, parts=PARTS, settings: Settings | None = None, log=p
     if "allreduce" in parts:
         log("allreduce: bus bandwidth beside the memory-copy bound")
         docs["allreduce"] = {**header, **run_allreduce(settings, log)}
+    if "frameworks" in parts:
+        log("frameworks: PyTorch + Horovod and DDP beside Keras + Horovod, 1 and 2 ranks")
+        # launched afresh, interleaved with the PyTorch runs: the same spells of other work hit all
+        rows = runner.run_rounds(configs["frameworks"], settings.rounds, series="frameworks")
+        ratios = results.framework_ratios(rows)
+        docs["frameworks"] = {**header, "results": rows, "ratios": ratios}
+        docs["frameworks"]["targets"] = results.framework_targets(ratios)
+        log(results.framework_table(rows).to_string(index=False))
+        log(results.format_ratios(ratios))
     status = results.targets(docs.get("throughput"), docs.get("allreduce"))
     if "throughput" in docs:
         docs["throughput"]["targets"] = status
+    # for the log: the targets of the parts that ran (a new list: the throughput document keeps its own)
+    measured = "throughput" in docs or "allreduce" in docs
+    status = (status if measured else []) + docs.get("frameworks", {}).get("targets", [])
     seconds = round(time.monotonic() - start)
     for name, doc in docs.items():
         doc["machine"]["load_average_at_end"] = machine.load_average()
@@ -603,7 +715,10 @@ def main(argv=None) -> int:
         "--quick", action="store_true", help="tiny settings (tests): seconds, not minutes"
     )
     parser.add_argument(
-        "--rounds", type=int, default=None, help="launches per main configuration (default 3)"
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"launches per configuration of main and frameworks (default {Settings.rounds})",
     )
     parser.add_argument(
         "--nice",
