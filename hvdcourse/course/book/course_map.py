@@ -66,7 +66,7 @@ _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 # Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
 # and works as self-study; no later lesson needs them. Lessons 01-08 build on each other.
-DROPPABLE = ("11_fault_tolerance", "10_beyond_horovod", "09_install")
+DROPPABLE = ("11_fault_tolerance", "10_beyond_horovod", "09_install", "13_pytorch")
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
 # hour for lunch, each taken at the first lesson boundary after the time given.
 DAY = {
