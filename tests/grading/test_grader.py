@@ -102,7 +102,7 @@ def test_classic_mistakes_get_the_intended_deductions(graded):
         "ex07": 3,
         "ex10": 1,
         "ex11": 3,
-        "ex15": 8,
+        "ex15": 7,
     }
 
 
