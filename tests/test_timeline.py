@@ -189,6 +189,37 @@ def test_dynamic_recording_holds_only_the_requested_steps(tmp_path):
     assert os.path.getsize(rec.path) > 0
 
 
+def test_recording_the_pytorch_trainer_names_each_gradient_after_its_parameter(tmp_path):
+    rec = timeline.record(
+        str(tmp_path / "tl.json"), QUICK, np=2, cwd=str(tmp_path), trainer="train_torch_hvd"
+    )
+    assert rec.ok, rec.run.output[-3000:]
+    spans = timeline.load_events(rec.path)
+    # DistributedOptimizer(named_parameters=model.named_parameters()): "allreduce.<layer>.weight"
+    grads = {s.tensor for s in spans if s.phase == "ALLREDUCE" and s.tensor.endswith(".weight")}
+    assert grads == {f"allreduce.{layer}.weight" for layer in (0, 3, 7, 9)}
+
+
+def test_dynamic_recording_of_the_pytorch_trainer_holds_only_the_requested_steps(tmp_path):
+    rec = timeline.record(
+        str(tmp_path / "tl.json"),
+        QUICK,
+        np=2,
+        dynamic=(2, 4),
+        cwd=str(tmp_path),
+        trainer="train_torch_hvd",
+    )
+    assert rec.ok, rec.run.output[-3000:]
+    spans = timeline.load_events(rec.path)
+    per_tensor = [s for s in spans if s.tensor == "allreduce.0.weight" and s.phase == "ALLREDUCE"]
+    assert len(per_tensor) == 2 and "BROADCAST" not in {s.phase for s in spans}
+
+
+def test_an_unknown_trainer_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown trainer 'train_mwms'"):
+        timeline.record(str(tmp_path / "tl.json"), QUICK, trainer="train_mwms")
+
+
 def test_phase_names_counts_begin_events_and_cycle_markers_but_not_ends(tmp_path):
     marker = {"ph": "i", "name": "CYCLE_START", "ts": 5, "s": "g"}
     names = timeline.phase_names(HEADER + EVENTS + [marker])

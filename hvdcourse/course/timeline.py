@@ -11,13 +11,14 @@ accepts all of that.
 
 Reading: :func:`load_events` (spans), :func:`phase_table` (time per phase), :func:`fused_ops`
 (collective operations, i.e. fusion buffers), :func:`gantt` (a Gantt chart).
-Recording: :func:`record` runs the Horovod trainer on N ranks with ``HOROVOD_TIMELINE=<file>``, or
-with ``HOROVOD_TIMELINE=DYNAMIC`` and :func:`dynamic_timeline_callback` around a few steps.
+Recording: :func:`record` runs a Horovod trainer (Keras, or PyTorch with ``trainer="train_torch_hvd"``)
+on N ranks with ``HOROVOD_TIMELINE=<file>``, or with ``HOROVOD_TIMELINE=DYNAMIC`` and
+:func:`dynamic_timeline_callback` (:func:`torch_dynamic_timeline`) around a few steps.
 
 Command line::
 
-    python -m hvdcourse.course.timeline record --out tl.json [--dynamic 5 10] [--fusion-threshold B]
-                                        [--cycle-time MS] -- --epochs 1 --max-steps 20
+    python -m hvdcourse.course.timeline record --out tl.json [--trainer train_torch_hvd]
+                    [--dynamic 5 10] [--fusion-threshold B] [--cycle-time MS] -- --epochs 1 --max-steps 20
     python -m hvdcourse.course.timeline show tl.json
 """
 
@@ -533,6 +534,43 @@ def dynamic_timeline_callback(
     return DynamicTimeline()
 
 
+def torch_dynamic_timeline(path: str, start_step: int, stop_step: int, mark_cycles: bool = False):
+    """The PyTorch trainers' hook doing what :func:`dynamic_timeline_callback` does for Keras.
+
+    ``train_torch_hvd.main(argv, callbacks=[...])`` calls ``on_train_batch_begin``/``_end(step,
+    model, optimizer)`` with the global step; the same ``HOROVOD_TIMELINE=DYNAMIC`` rule applies.
+    A run that ends before ``stop_step`` leaves the file to Horovod's shutdown.
+    """
+    import horovod.torch as hvd_torch
+
+    if os.environ.get("HOROVOD_TIMELINE") != "DYNAMIC":
+        raise TimelineError(
+            "hvd.start_timeline() needs HOROVOD_TIMELINE=DYNAMIC set before hvd.init(); "
+            "export it in the job (or use hvdcourse.course.timeline.record(..., dynamic=...))."
+        )
+    if not 0 <= start_step < stop_step:
+        raise ValueError(f"need 0 <= start_step < stop_step, got {start_step}, {stop_step}")
+
+    class TorchDynamicTimeline:
+        recording = False
+
+        def on_train_batch_begin(self, step, model, optimizer):
+            if step == start_step:
+                hvd_torch.start_timeline(os.path.abspath(path), mark_cycles=mark_cycles)
+                self.recording = True
+
+        def on_train_batch_end(self, step, model, optimizer):
+            if self.recording and step + 1 >= stop_step:
+                hvd_torch.stop_timeline()
+                self.recording = False
+
+    return TorchDynamicTimeline()
+
+
+# The Horovod trainers record() can run: Keras (the default) and PyTorch
+TRAINERS = ("train_hvd", "train_torch_hvd")
+
+
 @dataclass
 class Recording:
     """Outcome of :func:`record`: the timeline path and the :class:`hvdcourse.runtime.launch.RankRun`."""
@@ -570,8 +608,11 @@ def record(
     launcher: str = "gloo",
     timeout: float = 240,
     cwd: str | None = None,
+    trainer: str = "train_hvd",
 ) -> Recording:
-    """Run ``hvdcourse.examples.train_hvd`` on ``np`` ranks and record a timeline into ``path``.
+    """Run ``hvdcourse.examples.<trainer>`` on ``np`` ranks and record a timeline into ``path``.
+
+    ``trainer``: ``train_hvd`` (Keras) or ``train_torch_hvd`` (PyTorch).
 
     ``dynamic=None`` records the whole run (``HOROVOD_TIMELINE=<path>``); ``dynamic=(start, stop)``
     sets ``HOROVOD_TIMELINE=DYNAMIC`` and records only those training steps. ``train_args`` go to
@@ -580,6 +621,8 @@ def record(
     """
     from hvdcourse.runtime.launch import run_ranks
 
+    if trainer not in TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}; choose one of {', '.join(TRAINERS)}")
     path = os.path.abspath(path)
     if os.path.exists(path):
         os.remove(path)
@@ -587,6 +630,7 @@ def record(
     cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-timeline-")
     env = knob_env(fusion_threshold, cycle_time, mark_cycles and dynamic is None)
     program = [sys.executable, "-m", "hvdcourse.course.timeline", "rank", "--out", path]
+    program += ["--trainer", trainer]
     if dynamic is None:
         env["HOROVOD_TIMELINE"] = path
     else:
@@ -604,22 +648,27 @@ def record(
 
 
 def rank_main(argv) -> int:
-    """What each rank runs under :func:`record`: the Horovod trainer, with the dynamic callback if asked."""
+    """What each rank runs under :func:`record`: a Horovod trainer, with the dynamic callback if asked."""
     parser = argparse.ArgumentParser(prog="hvdcourse.course.timeline rank")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--trainer", choices=TRAINERS, default="train_hvd")
     parser.add_argument("--dynamic", nargs=2, type=int, metavar=("START", "STOP"))
     parser.add_argument("--mark-cycles", action="store_true")
     parser.add_argument("train_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     train_args = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
-    from hvdcourse.examples import train_hvd
+    if args.trainer == "train_torch_hvd":
+        from hvdcourse.examples import train_torch_hvd as trainer
 
+        make_hook = torch_dynamic_timeline
+    else:
+        from hvdcourse.examples import train_hvd as trainer
+
+        make_hook = dynamic_timeline_callback
     callbacks = []
     if args.dynamic:
-        callbacks.append(
-            dynamic_timeline_callback(args.out, *args.dynamic, mark_cycles=args.mark_cycles)
-        )
-    return train_hvd.main(train_args, callbacks=callbacks)
+        callbacks.append(make_hook(args.out, *args.dynamic, mark_cycles=args.mark_cycles))
+    return trainer.main(train_args, callbacks=callbacks)
 
 
 def main(argv=None) -> int:
@@ -632,6 +681,7 @@ def main(argv=None) -> int:
     rec.add_argument("--out", required=True, help="timeline file to write")
     rec.add_argument("-np", type=int, default=2)
     rec.add_argument("--launcher", default="gloo", choices=("gloo", "mpi", "mpirun"))
+    rec.add_argument("--trainer", choices=TRAINERS, default="train_hvd", help="Keras or PyTorch")
     rec.add_argument(
         "--dynamic",
         nargs=2,
@@ -643,11 +693,7 @@ def main(argv=None) -> int:
     rec.add_argument("--cycle-time", type=float, help="HOROVOD_CYCLE_TIME in ms")
     rec.add_argument("--mark-cycles", action="store_true", help="add CYCLE_START markers")
     rec.add_argument("--timeout", type=float, default=300)
-    rec.add_argument(
-        "train_args",
-        nargs=argparse.REMAINDER,
-        help="-- then options of hvdcourse.examples.train_hvd",
-    )
+    rec.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then options of the trainer")
     show = sub.add_parser("show", help="print the time per phase of a timeline file")
     show.add_argument("file")
     sub.add_parser("rank", add_help=False)
@@ -673,6 +719,7 @@ def main(argv=None) -> int:
         mark_cycles=args.mark_cycles,
         launcher=args.launcher,
         timeout=args.timeout,
+        trainer=args.trainer,
     )
     print(result.run.output[-3000:])
     if not result.ok:

@@ -120,8 +120,21 @@ def test_two_day_plan_holds_every_lesson_once_in_course_order():
 
     plan = course_map.two_day_plan()
     taught = [t for t in plan["lesson"] if not t.startswith("(")]
-    assert taught == [row["title"] for row in course_map.lessons()]
+    left_out = plan.attrs["self_study"]
+    # only self-study lessons are left out, first those that DROPPABLE names first
+    assert left_out == list(course_map.DROPPABLE[: len(left_out)])
+    assert taught == [row["title"] for row in course_map.lessons() if row["lesson"] not in left_out]
     assert set(plan["day"]) == {1, 2}
+    assert plan["ends"].max() <= "17:30"
+
+
+def test_two_day_plan_leaves_out_self_study_lessons_only_when_they_do_not_fit():
+    from hvdcourse.course.book import course_map
+
+    left_out = course_map.two_day_plan().attrs["self_study"]
+    if left_out:  # with one lesson fewer left out, the plan would not fit
+        with pytest.raises(ValueError, match="do not fit in 2 day"):
+            course_map.day_plan(2, graded=True, drop=left_out[:-1], homework=course_map.DROPPABLE)
 
 
 def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesson():

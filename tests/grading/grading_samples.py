@@ -115,6 +115,39 @@ mpirun -np {nodes * tasks_per_node} python -m hvdcourse.examples.train_hvd --epo
 """
 '''
 
+BOB_EX15 = """def train_hvd(epochs=2, batch_size=16, lr=1e-3, max_steps=3, checkpoint_dir="checkpoints",
+              resume_from="start.pt"):
+    import horovod.torch as hvd
+
+    hvd.init()
+    torch_training.set_threads(0, hvd.local_size())
+    mnist = data.load_mnist(quiet=True)
+    train_set = TensorDataset(*torch_model.to_tensors(mnist.x_train, mnist.y_train))
+    sampler = DistributedSampler(train_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True, seed=42)
+    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler, drop_last=True)
+    steps = training.steps_per_epoch(len(train_set), batch_size, hvd.size(), max_steps)
+    model = torch_model.build_model()
+    lr = lr * hvd.size()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    loss_fn = torch_model.loss_fn()
+    if hvd.rank() == 0 and os.path.exists(resume_from):
+        restore(resume_from, model, optimizer, lr)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # the weights, but not Adam's state
+    for epoch in range(epochs):  # the sampler never hears of the epoch
+        epoch_loss = 0.0
+        for x, y in itertools.islice(loader, steps):
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            epoch_loss += loss.item()
+        train_loss = hvd.allreduce(torch.tensor(epoch_loss / steps)).item()
+        if hvd.rank() == 0:
+            save(checkpoint_dir, epoch, model, optimizer)
+    return model, loader, {"train_loss": train_loss}
+"""
+
 BOB_EX11 = """bugs = {}  # kind -> line number
 bugs = {"undefined-name": 20, "warmup-argument": 28, "unscaled-lr": 22, "every-rank-checkpoints": 12}
 """
@@ -188,6 +221,7 @@ CLASS = {
         "ex07_rank0_checkpoints": (BOB_EX07, []),
         "ex10_slurm": (BOB_EX10, []),
         "ex11_find_the_bug": (BOB_EX11, []),
+        "ex15_torch_conversion": (BOB_EX15, []),
     },
     "carol": {
         "ex01_collectives": (SYNTAX_ERROR, []),

@@ -66,7 +66,14 @@ _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 # Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
 # and works as self-study; no later lesson needs them. Lessons 01-08 build on each other.
-DROPPABLE = ("12_model_parallelism", "11_fault_tolerance", "10_beyond_horovod", "09_install")
+# (in this order the two-day plan leaves them out when not all lessons fit)
+DROPPABLE = (
+    "12_model_parallelism",
+    "10_beyond_horovod",
+    "09_install",
+    "11_fault_tolerance",
+    "13_pytorch",
+)
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
 # hour for lunch, each taken at the first lesson boundary after the time given.
 DAY = {
@@ -108,9 +115,10 @@ def graded_exercises() -> dict:
     return result
 
 
-def lesson_blocks(graded: bool = True, drop=()) -> list:
+def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
     """Minutes per lesson: teaching, the page's exercises, the live demo (the page's measured execution
-    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks."""
+    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks (except those
+    of the lessons in ``homework``, which learners do after class)."""
     recorded = json.load(open(TIMES))["lessons"] if os.path.isfile(TIMES) else {}
     notebooks = graded_exercises() if graded else {}
     blocks = []
@@ -119,7 +127,8 @@ def lesson_blocks(graded: bool = True, drop=()) -> list:
             continue
         seconds = recorded.get(row["lesson"])
         demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
-        extra = sum(minutes for _, minutes in notebooks.get(row["lesson"], []))
+        in_class = [] if row["lesson"] in homework else notebooks.get(row["lesson"], [])
+        extra = sum(minutes for _, minutes in in_class)
         blocks.append(
             {
                 **row,
@@ -139,14 +148,14 @@ def clock(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
-def day_plan(days: int, graded: bool = True, drop=()):
+def day_plan(days: int, graded: bool = True, drop=(), homework=()):
     """A schedule of the lessons over ``days`` teaching days (:data:`DAY`), as a DataFrame with one row
     per lesson or pause. A lesson that does not fit in what is left of a day starts the next day.
     Raises ValueError when the lessons do not fit in ``days`` days."""
     import pandas as pd
 
     rows, day, now, pauses = [], 1, DAY["start"], list(DAY["pauses"])
-    for block in lesson_blocks(graded=graded, drop=drop):
+    for block in lesson_blocks(graded=graded, drop=drop, homework=homework):
         if now + block["total_min"] + sum(p[2] for p in pauses) > DAY["end"]:
             day, now, pauses = day + 1, DAY["start"], list(DAY["pauses"])
             if day > days:
@@ -191,5 +200,20 @@ def one_day_plan():
 
 
 def two_day_plan():
-    """The two-day course: every lesson with its page's exercises and its graded notebooks."""
-    return day_plan(2, graded=True)
+    """The two-day course: every lesson that fits, with its page's exercises and its graded notebooks.
+
+    The self-study lessons (:data:`DROPPABLE`) that are taught have their graded notebooks as
+    homework; when the lessons do not all fit, self-study lessons are left out in the order of
+    :data:`DROPPABLE` until the rest fits. ``plan.attrs["self_study"]`` lists those left out.
+    """
+    for count in range(len(DROPPABLE) + 1):
+        left_out = DROPPABLE[:count]
+        try:
+            plan = day_plan(2, graded=True, drop=left_out, homework=DROPPABLE)
+        except ValueError:
+            continue
+        plan.attrs["self_study"] = list(left_out)
+        return plan
+    raise ValueError(
+        "the lessons that cannot be dropped (all but course_map.DROPPABLE) do not fit in two days"
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from hvdcourse.course.exercises import checks_basic, checks_tools, checks_training
+from hvdcourse.course.exercises import checks_basic, checks_tools, checks_torch, checks_training
 from hvdcourse.course.exercises.checks_tools import BUG_KINDS, show_buggy_script
 from hvdcourse.course.exercises.paths import data_path, grading
 
@@ -49,6 +49,7 @@ EXERCISES = {e.id: e for e in (
     Exercise("ex09", "ex09_scaling", ("scaling_efficiency", "choose_setup"), checks_tools.ex09_scaling),
     Exercise("ex10", "ex10_slurm", ("job_script",), checks_tools.ex10_slurm),
     Exercise("ex11", "ex11_find_the_bug", ("bugs",), checks_tools.ex11_bugs),
+    Exercise("ex15", "ex15_torch_conversion", ("train_hvd",), checks_torch.ex15_torch_conversion),
 )}
 
 
@@ -76,3 +77,4 @@ ex08_timeline = _for_learners(checks_tools.ex08_timeline)
 ex09_scaling = _for_learners(checks_tools.ex09_scaling)
 ex10_slurm = _for_learners(checks_tools.ex10_slurm)
 ex11_bugs = _for_learners(checks_tools.ex11_bugs)
+ex15_torch_conversion = _for_learners(checks_torch.ex15_torch_conversion)

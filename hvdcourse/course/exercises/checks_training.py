@@ -19,7 +19,9 @@ BROADCAST_HINT = ("add hvd.callbacks.BroadcastGlobalVariablesCallback(0) to the 
                   "from different random weights until rank 0's are broadcast")
 
 
-def _run_or_stop(c, key, driver, fn, hint, timeout, **args):
+def _run_or_stop(c, key, driver, fn, hint, timeout, hints=None, **args):
+    """Run the driver on 2 ranks; on failure record why (``hints(error)``: an exercise's own hint
+    for what a rank raised, or None) and stop the check."""
     outcome = run_on_ranks(driver, fn, np=2, timeout=timeout, **args)
     if not outcome.all_ok:
         error = outcome.first_error() or {}
@@ -30,6 +32,8 @@ def _run_or_stop(c, key, driver, fn, hint, timeout, **args):
         if "unexpected keyword argument 'lr'" in error.get("error", ""):
             hint = ("LearningRateWarmupCallback has no 'lr' argument (the source guide's mistake): "
                     "it is initial_lr=, the scaled rate the warm-up ends at")
+        if hints is not None:
+            hint = hints(error) or hint
         c.fail(key, describe_failure(outcome), hint)
         raise Stop
     c.ok(key)

@@ -1,0 +1,208 @@
+"""Keras + Horovod, PyTorch + Horovod and PyTorch DDP on one problem, at 1 and N ranks (lesson: PyTorch with Horovod, and DDP).
+
+The three trainers (:mod:`hvdcourse.examples.train_hvd`, :mod:`~hvdcourse.examples.train_torch_hvd`,
+:mod:`~hvdcourse.examples.train_torch_ddp`) train the same model on the same data with the same
+options (per-rank batch, epochs, ``--max-steps``, learning-rate rule, threads per rank). Each one
+is run through :func:`hvdcourse.runtime.launch.run_ranks` with its own launcher, and the table is
+built from what every rank reported at the end (its ``final`` record), never from printed lines.
+
+Time is measured the same way for all three: the training loop of each epoch, from its first batch
+to its last, without the evaluation, logging and checkpoint that follow; images/s counts the epochs
+after the first (the first also pays for start-up: graph tracing, allocators, first negotiations).
+The PyTorch trainers measure it themselves (``torch_training.EpochTimer``) and put it into their
+``final`` record; the Keras trainer is run through :func:`keras_rank_main`, which adds a Keras
+callback measuring the same span and reporting it (kind ``timing``).
+
+Command line (one framework, one size; prints the row)::
+
+    python -m hvdcourse.course.framework_compare --framework torch-hvd -np 2 -- --epochs 2 --max-steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from hvdcourse.runtime.errors import RunFailed, UsageError, run_cli
+
+
+@dataclass(frozen=True)
+class Framework:
+    """How to run one framework's trainer: its label in tables, module and launcher."""
+
+    key: str
+    label: str
+    module: str
+    launcher: str
+
+
+FRAMEWORKS = {
+    f.key: f
+    for f in (
+        Framework("keras-hvd", "Keras + Horovod", "hvdcourse.examples.train_hvd", "gloo"),
+        Framework("torch-hvd", "PyTorch + Horovod", "hvdcourse.examples.train_torch_hvd", "gloo"),
+        Framework("torch-ddp", "PyTorch DDP", "hvdcourse.examples.train_torch_ddp", "torchrun"),
+    )
+}
+
+
+def program(framework: Framework, train_args) -> list:
+    """The command each rank runs: the trainer itself, or for Keras the trainer with its timer."""
+    if framework.key == "keras-hvd":
+        return [sys.executable, "-m", __name__, "keras-rank", "--", *train_args]
+    return [sys.executable, "-m", framework.module, *train_args]
+
+
+def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None = None):
+    """Run ``framework`` (a key of :data:`FRAMEWORKS` or a :class:`Framework`) on ``np`` ranks.
+
+    Checkpoints go to a folder of their own in ``cwd`` (never resumed: ``--no-resume``); returns the
+    :class:`~hvdcourse.runtime.launch.RankRun`.
+    """
+    from hvdcourse.runtime.launch import run_ranks
+
+    framework = FRAMEWORKS[framework] if isinstance(framework, str) else framework
+    cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-frameworks-")
+    args = [
+        *train_args,
+        "--no-resume",
+        "--checkpoint-dir",
+        os.path.join(cwd, f"ckpt-{framework.key}-{np}"),
+    ]
+    return run_ranks(
+        program(framework, args),
+        np=np,
+        launcher=framework.launcher,
+        timeout=timeout,
+        cwd=cwd,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+
+
+def row(framework, np: int, run) -> dict:
+    """One line of the table from a finished run: what its ranks reported at the end.
+
+    Raises :class:`~hvdcourse.runtime.errors.RunFailed` (with the run's last lines) when the run failed
+    or a rank reported no final record.
+    """
+    framework = FRAMEWORKS[framework] if isinstance(framework, str) else framework
+    finals = run.records("final")
+    if not run.ok or len(finals) != np:
+        raise RunFailed(
+            f"{framework.label} on {np} rank(s) failed (exit {run.returncode}, "
+            f"{len(finals)} of {np} final records); its last lines:\n{run.output[-1500:]}"
+        )
+    # the PyTorch trainers time themselves; the Keras timer reports apart (kind "timing")
+    first = {**finals[0], **(run.records("timing") or [{}])[0]}
+    return {
+        "framework": framework.label,
+        "ranks": np,
+        "images/s": first["images_per_second"],
+        "train s": first["train_seconds"],
+        "wall s": round(run.seconds, 1),
+        "test accuracy": round(first["accuracy"], 4),
+        "identical weights": len({f["weights_sha256"] for f in finals}) == 1,
+    }
+
+
+def table(rows):
+    """The rows as a table indexed by framework and ranks, with each framework's speed-up over 1 rank.
+
+    ``speed-up`` is images/s at N ranks over images/s at 1 rank of the same framework (missing when
+    that framework has no 1-rank row).
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows))
+    if frame.empty:
+        raise UsageError("no rows to tabulate: run at least one framework first")
+    one = frame[frame["ranks"] == 1].set_index("framework")["images/s"]
+    frame["speed-up"] = [
+        round(r["images/s"] / one[r["framework"]], 2) if r["framework"] in one.index else None
+        for _, r in frame.iterrows()
+    ]
+    order = {f.label: i for i, f in enumerate(FRAMEWORKS.values())}
+    frame = frame.sort_values(
+        ["framework", "ranks"], key=lambda col: col.map(order) if col.name == "framework" else col
+    )
+    return frame.set_index(["framework", "ranks"])
+
+
+def compare(np_values=(1, 2), frameworks=tuple(FRAMEWORKS), train_args=(), timeout=300, cwd=None):
+    """Run every framework at every size in ``np_values``; returns (table, {(key, np): RankRun})."""
+    runs, rows = {}, []
+    for key in frameworks:
+        for np in np_values:
+            runs[key, np] = run(key, np, train_args, timeout=timeout, cwd=cwd)
+            rows.append(row(key, np, runs[key, np]))
+    return table(rows), runs
+
+
+# ------------------------------------------------------------------------------------ Keras side
+def keras_epoch_timer(images_per_step: int):
+    """A Keras callback timing each epoch's training batches (epoch begins to last batch ends); at
+    the end of training it reports ``train_seconds`` and ``images_per_second`` (kind ``timing``)."""
+    import time
+
+    import tensorflow as tf
+
+    from hvdcourse.examples.torch_training import EpochTimer
+    from hvdcourse.examples.training import report
+
+    class KerasEpochTimer(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.timer, self.start, self.end, self.batches = EpochTimer(), None, None, 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start, self.end, self.batches = time.perf_counter(), None, 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.end, self.batches = time.perf_counter(), self.batches + 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.end is not None:
+                self.timer.epochs.append((self.end - self.start, self.batches * images_per_step))
+
+        def on_train_end(self, logs=None):
+            report("timing", self.timer.summary())
+
+    return KerasEpochTimer()
+
+
+def keras_rank_main(argv) -> int:
+    """What each rank runs for Keras: ``train_hvd.main`` with :func:`keras_epoch_timer`."""
+    from hvdcourse.examples import cli, train_hvd
+    from hvdcourse.runtime.ranks import launcher_size
+
+    argv = argv[1:] if argv[:1] == ["--"] else argv
+    args = cli.training_parser("train_hvd").parse_args(argv)
+    return train_hvd.main(argv, callbacks=[keras_epoch_timer(args.batch_size * launcher_size())])
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keras-rank"]:
+        return keras_rank_main(argv[1:])
+    parser = argparse.ArgumentParser(
+        prog="python -m hvdcourse.course.framework_compare",
+        description="Run one framework's trainer on N ranks and print its row of the comparison.",
+    )
+    parser.add_argument("--framework", choices=list(FRAMEWORKS), required=True)
+    parser.add_argument("-np", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "train_args", nargs=argparse.REMAINDER, help="-- then the trainer's options"
+    )
+    args = parser.parse_args(argv)
+    train_args = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
+    result = run(args.framework, args.np, train_args, timeout=args.timeout)
+    print(row(args.framework, args.np, result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,85 @@
+"""The three-framework comparison (hvdcourse/course/framework_compare.py): rows from the ranks' final
+records, the table's speed-up, and the Keras trainer's timing on a real run."""
+
+import pytest
+
+from hvdcourse.course import framework_compare as fc
+from hvdcourse.runtime.errors import RunFailed, UsageError
+from hvdcourse.runtime.launch import RankRun
+
+
+def fake_run(finals, timing=None, returncode=0, seconds=12.34):
+    """A finished RankRun whose ranks reported ``finals`` (and, for Keras, ``timing``)."""
+    results = []
+    for rank, final in enumerate(finals):
+        records = [{"kind": "final", "rank": rank, **final}]
+        if timing is not None:
+            records.append({"kind": "timing", "rank": rank, **timing})
+        results.append(records)
+    return RankRun(["x"], returncode, "out", seconds, False, results=results)
+
+
+def final(digest="aaa", accuracy=0.91234, images=1000.0, seconds=2.0):
+    return {
+        "accuracy": accuracy,
+        "loss": 0.3,
+        "weights_sha256": digest,
+        "images_per_second": images,
+        "train_seconds": seconds,
+    }
+
+
+def test_a_row_takes_rank_0s_figures_and_compares_every_ranks_weights():
+    row = fc.row("torch-hvd", 2, fake_run([final(), final()]))
+    assert row == {
+        "framework": "PyTorch + Horovod",
+        "ranks": 2,
+        "images/s": 1000.0,
+        "train s": 2.0,
+        "wall s": 12.3,
+        "test accuracy": 0.9123,
+        "identical weights": True,
+    }
+    assert not fc.row("torch-ddp", 2, fake_run([final("aaa"), final("bbb")]))["identical weights"]
+
+
+def test_the_keras_timing_record_supplies_the_keras_rows_throughput():
+    keras_final = {"accuracy": 0.9, "weights_sha256": "k"}  # train_hvd reports no timing itself
+    run = fake_run([keras_final], timing={"images_per_second": 512.0, "train_seconds": 3.5})
+    row = fc.row("keras-hvd", 1, run)
+    assert (row["images/s"], row["train s"]) == (512.0, 3.5)
+
+
+def test_a_failed_run_or_a_missing_final_record_raises_with_the_runs_last_lines():
+    with pytest.raises(RunFailed, match="PyTorch DDP on 2 rank"):
+        fc.row("torch-ddp", 2, fake_run([final(), final()], returncode=1))
+    with pytest.raises(RunFailed, match="1 of 2 final records"):
+        fc.row("torch-ddp", 2, fake_run([final()]))
+
+
+def test_the_table_orders_frameworks_as_listed_and_divides_by_the_same_frameworks_1_rank_row():
+    rows = [
+        fc.row("torch-ddp", 2, fake_run([final(images=1500.0)] * 2)),
+        fc.row("torch-ddp", 1, fake_run([final(images=1000.0)])),
+        fc.row("torch-hvd", 2, fake_run([final(images=900.0)] * 2)),
+    ]
+    table = fc.table(rows)
+    assert list(table.index) == [("PyTorch + Horovod", 2), ("PyTorch DDP", 1), ("PyTorch DDP", 2)]
+    assert table.loc[("PyTorch DDP", 2), "speed-up"] == 1.5
+    assert table.loc[("PyTorch DDP", 1), "speed-up"] == 1.0
+    assert table["speed-up"].isna().tolist() == [True, False, False]  # no 1-rank Horovod row
+
+
+def test_an_empty_comparison_says_what_to_do():
+    with pytest.raises(UsageError, match="run at least one framework"):
+        fc.table([])
+
+
+def test_the_keras_trainer_reports_its_training_time_like_the_pytorch_ones(tmp_path):
+    args = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--threads", "1"]
+    run = fc.run("keras-hvd", 1, args, timeout=240, cwd=str(tmp_path))
+    row = fc.row("keras-hvd", 1, run)
+    # images/s counts the second epoch: 3 steps of 16 images
+    (timing,) = run.records("timing")
+    assert row["images/s"] == timing["images_per_second"] > 0
+    assert row["train s"] >= 3 * 16 / row["images/s"]
