@@ -54,10 +54,12 @@ def evaluate(model, images, labels, batch_size: int = 256, reduce_sum=None) -> d
     from hvdcourse.examples.torch_model import loss_fn
 
     model.eval()
+    device = next(model.parameters()).device  # the batches go where the model is
     loss, total_loss, correct = loss_fn(), 0.0, 0.0
     with torch.no_grad():
         for start in range(0, len(labels), batch_size):
-            x, y = images[start : start + batch_size], labels[start : start + batch_size]
+            x = images[start : start + batch_size].to(device)
+            y = labels[start : start + batch_size].to(device)
             logits = model(x)
             total_loss += float(loss(logits, y)) * len(y)
             correct += float((logits.argmax(dim=1) == y).sum())

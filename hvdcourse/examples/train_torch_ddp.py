@@ -31,11 +31,19 @@ def main(argv=None, callbacks=()) -> int:
 
     from hvdcourse.examples import data, torch_model, torch_training, training
 
-    dist.init_process_group("gloo")  # DDP: join the group torchrun announced (CPU: Gloo; GPU: NCCL)
+    gpu = torch.cuda.is_available()
+    # DDP: join the group torchrun announced (CPU: Gloo; GPU: NCCL)
+    dist.init_process_group("nccl" if gpu else "gloo")
     rank, size = dist.get_rank(), dist.get_world_size()  # DDP: who am I, how many are we
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))  # DDP: my place on this node
+    device = torch.device("cpu")
+    if gpu:
+        torch.cuda.set_device(local_rank)  # DDP: one GPU per process
+        device = torch.device("cuda", local_rank)
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))  # DDP: processes on this node
     threads = torch_training.set_threads(args.threads, local_size)  # DDP: share the node's cores
-    torch.manual_seed(args.seed + rank)  # DDP: wrapping the model below gives every rank rank 0's
+    # DDP: ranks start from different weights; the wrapper below gives every rank rank 0's weights
+    torch.manual_seed(args.seed + rank)
 
     dataset = data.load_mnist(args.data, download=args.download, quiet=rank != 0)
     train_set = TensorDataset(*torch_model.to_tensors(dataset.x_train, dataset.y_train))
@@ -49,7 +57,7 @@ def main(argv=None, callbacks=()) -> int:
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     steps = training.steps_per_epoch(len(train_set), args.batch_size, size, args.max_steps)
 
-    model = torch_model.build_model()
+    model = torch_model.build_model().to(device)
     lr = args.lr * size  # DDP: effective batch is N times larger, so is the learning rate
     warmup_steps = int(args.warmup_epochs * steps)  # DDP: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -58,8 +66,10 @@ def main(argv=None, callbacks=()) -> int:
     checkpoint = torch_training.TorchCheckpoint(args.checkpoint_dir, model, optimizer)
     # DDP: every rank reads rank 0's latest checkpoint (one file system), weights and optimizer state
     initial_epoch = training.restore_together(checkpoint, args.resume)
-    # DDP: broadcasts rank 0's weights now, then averages gradients in buckets during backward()
-    ddp_model = DistributedDataParallel(model)
+    # DDP: the wrapper broadcasts rank 0's weights now, then averages gradients in buckets in backward()
+    ddp_model = DistributedDataParallel(  # DDP: wrap the model
+        model, device_ids=[local_rank] if gpu else None
+    )
 
     if rank == 0:  # DDP: one header, not N
         print(
@@ -80,7 +90,8 @@ def main(argv=None, callbacks=()) -> int:
                     optimizer, torch_training.warmup_lr(lr, size, step, warmup_steps)
                 )
                 optimizer.zero_grad()
-                loss = loss_fn(ddp_model(x), y)
+                x, y = x.to(device), y.to(device)
+                loss = loss_fn(ddp_model(x), y)  # DDP: forward through the wrapper, not model
                 loss.backward()  # DDP: a bucket's allreduce starts when its gradients are ready
                 optimizer.step()  # DDP: gradients are already averaged when backward() returns
                 epoch_loss += loss.item()
@@ -99,7 +110,7 @@ def main(argv=None, callbacks=()) -> int:
         return tensor
 
     metrics = torch_training.evaluate(model, x_test, y_test, reduce_sum=sum_over_ranks)
-    metrics = torch_training.metrics_record(  # DDP: size workers
+    metrics = torch_training.metrics_record(  # DDP: the record names size workers
         metrics, size, model, lr=lr, steps_per_epoch=steps, **timer.summary()
     )
     print(

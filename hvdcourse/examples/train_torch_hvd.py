@@ -31,8 +31,10 @@ def main(argv=None, callbacks=()) -> int:
     from hvdcourse.examples import data, torch_model, torch_training, training
 
     hvd.init()  # Horovod: start the runtime; rank, size and local_rank are known from here on
+    device = torch.device("cpu")
     if torch.cuda.is_available():
         torch.cuda.set_device(hvd.local_rank())  # Horovod: one GPU per process
+        device = torch.device("cuda", hvd.local_rank())
     # Horovod: share the node's cores
     threads = torch_training.set_threads(args.threads, hvd.local_size())
     # Horovod: ranks start from different weights; broadcast_parameters below makes them equal
@@ -55,7 +57,7 @@ def main(argv=None, callbacks=()) -> int:
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     steps = training.steps_per_epoch(len(train_set), args.batch_size, hvd.size(), args.max_steps)
 
-    model = torch_model.build_model()
+    model = torch_model.build_model().to(device)
     lr = args.lr * hvd.size()  # Horovod: effective batch is N times larger, so is the learning rate
     warmup_steps = int(args.warmup_epochs * steps)  # Horovod: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -92,6 +94,7 @@ def main(argv=None, callbacks=()) -> int:
                     optimizer, torch_training.warmup_lr(lr, hvd.size(), step, warmup_steps)
                 )
                 optimizer.zero_grad()
+                x, y = x.to(device), y.to(device)
                 loss = loss_fn(model(x), y)
                 loss.backward()  # Horovod: each gradient's allreduce starts as soon as it is ready
                 optimizer.step()  # Horovod: waits for the averaged gradients, then updates
@@ -107,9 +110,10 @@ def main(argv=None, callbacks=()) -> int:
         model,
         x_test,
         y_test,
-        reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),  # Horovod: all
+        # Horovod: every rank's sums added up: the metrics of the whole test set
+        reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),
     )
-    metrics = torch_training.metrics_record(  # Horovod: size() workers
+    metrics = torch_training.metrics_record(  # Horovod: the record names hvd.size() workers
         metrics, hvd.size(), model, lr=lr, steps_per_epoch=steps, **timer.summary()
     )
     print(

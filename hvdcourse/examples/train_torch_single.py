@@ -25,6 +25,7 @@ def main(argv=None, callbacks=()) -> int:
     from hvdcourse.examples import data, torch_model, torch_training, training
 
     threads = torch_training.set_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(args.seed)
 
     dataset = data.load_mnist(args.data, download=args.download)
@@ -36,7 +37,7 @@ def main(argv=None, callbacks=()) -> int:
     )
     steps = training.steps_per_epoch(len(train_set), args.batch_size, 1, args.max_steps)
 
-    model = torch_model.build_model()
+    model = torch_model.build_model().to(device)
     lr = args.lr
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch_model.loss_fn()
@@ -58,6 +59,7 @@ def main(argv=None, callbacks=()) -> int:
                 step = epoch * steps + batch
                 torch_training.call_hooks(callbacks, "on_train_batch_begin", step, model, optimizer)
                 optimizer.zero_grad()
+                x, y = x.to(device), y.to(device)
                 loss = loss_fn(model(x), y)
                 loss.backward()
                 optimizer.step()
