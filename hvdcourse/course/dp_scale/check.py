@@ -55,7 +55,7 @@ def main(argv=None) -> int:
 
         shapes = [(1000,), (10, 30), (7,)]
         record = {
-            name: time_allreduces(hvd, shapes, getattr(hvd.Compression, name), repeats=2)
+            name: time_allreduces(shapes, getattr(hvd.Compression, name), repeats=2)
             for name in ("none", "fp16")
         }
         ok = True

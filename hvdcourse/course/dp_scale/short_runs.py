@@ -132,11 +132,11 @@ def short_training(
     the steps of each epoch; with ``warmup_steps`` the rate rises linearly from ``start_lr`` to ``lr``.
     Returns the test ``accuracy`` and ``loss`` (whole test set, on every rank), ``train_loss`` of
     the last epoch, ``steps``, ``global_batch``, ``step_time`` (median seconds of a step, first step
-    excluded) and ``seconds`` (the whole ``fit``).
+    excluded), ``seconds`` (the whole ``fit``) and ``weights_sha256`` (equal on every rank).
     """
     import tensorflow as tf
 
-    from hvdcourse.examples.model import loss_fn
+    from hvdcourse.examples.model import loss_fn, weights_digest
 
     rank, size = (hvd.rank(), hvd.size()) if hvd is not None else (0, 1)
     x, y, x_test, y_test = load_data(rank, size)
@@ -181,6 +181,7 @@ def short_training(
         "global_batch": batch_size * size,
         "step_time": float(np.median(timer.times[1:] if len(timer.times) > 1 else timer.times)),
         "seconds": seconds,
+        "weights_sha256": weights_digest(model),
     }
 
 
