@@ -45,18 +45,17 @@ def warmup_lr(step: int, start_lr: float, target_lr: float, warmup_steps: int) -
 
 
 def warmup_schedule(start_lr: float, target_lr: float, warmup_steps: int):
-    """:func:`warmup_lr` as a Keras ``LearningRateSchedule`` (the step is the optimizer's ``iterations``)."""
+    """:func:`warmup_lr` as a Keras schedule (the step is the optimizer's ``iterations``): Keras'
+    ``PolynomialDecay`` with power 1 is a straight line from its initial to its end rate, and it may
+    rise; being built in, it survives the re-creation of the optimizer by ``hvd.DistributedOptimizer``."""
     import tensorflow as tf
 
-    class Warmup(tf.keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            fraction = tf.minimum(tf.cast(step, tf.float32) / float(max(warmup_steps, 1)), 1.0)
-            return start_lr + (target_lr - start_lr) * fraction
-
-        def get_config(self):
-            return {"start_lr": start_lr, "target_lr": target_lr, "warmup_steps": warmup_steps}
-
-    return Warmup()
+    return tf.keras.optimizers.schedules.PolynomialDecay(
+        initial_learning_rate=start_lr,
+        decay_steps=max(warmup_steps, 1),
+        end_learning_rate=target_lr,
+        power=1.0,
+    )
 
 
 def load_data(rank: int = 0, size: int = 1):
@@ -230,3 +229,15 @@ def lr_rule_runs(
                 }
             )
     return rows
+
+
+def machine_line() -> str:
+    """One line naming the machine the measurements ran on: CPU, cores, memory, load average."""
+    from hvdcourse.course.bench.machine import describe_machine
+
+    m = describe_machine()
+    load = m["load_average_1_5_15min"]
+    return (
+        f"{m['cpu_model']}, {m['logical_cores']} cores, {m['memory_gib']:.0f} GiB "
+        f"(load average {load[0]:.1f} over the last minute), {m['date'][:10]}"
+    )
