@@ -64,9 +64,18 @@ def timing_table():
 EXERCISE_SOURCES = os.path.join(ROOT, "exercises", "source")
 _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
+# an exercise whose source's opening line (``*Lesson: ... (advanced) ...*``) marks it advanced
+_ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
 # Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
-# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other.
-DROPPABLE = ("12_model_parallelism", "11_fault_tolerance", "10_beyond_horovod", "09_install")
+# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other; 12 and 14
+# sit among them (after the lessons they need) but none of 01-08 needs them.
+DROPPABLE = (
+    "14_data_parallel_at_scale",
+    "12_model_parallelism",
+    "11_fault_tolerance",
+    "10_beyond_horovod",
+    "09_install",
+)
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
 # hour for lunch, each taken at the first lesson boundary after the time given.
 DAY = {
@@ -108,18 +117,33 @@ def graded_exercises() -> dict:
     return result
 
 
+def advanced_exercises() -> set:
+    """The graded exercises whose source marks them "(advanced)" in its opening line: homework in
+    every plan (like the Carpentries' optional exercises), never class time."""
+    return {
+        name[:-3]
+        for name in sorted(os.listdir(EXERCISE_SOURCES))
+        if name.endswith(".md")
+        and _ADVANCED.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
+    }
+
+
 def lesson_blocks(graded: bool = True, drop=()) -> list:
     """Minutes per lesson: teaching, the page's exercises, the live demo (the page's measured execution
-    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks."""
+    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks (but for the
+    advanced ones, :func:`advanced_exercises`, which are homework)."""
     recorded = json.load(open(TIMES))["lessons"] if os.path.isfile(TIMES) else {}
     notebooks = graded_exercises() if graded else {}
+    homework = advanced_exercises() if graded else set()
     blocks = []
     for row in lessons():
         if row["lesson"] in drop:
             continue
         seconds = recorded.get(row["lesson"])
         demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
-        extra = sum(minutes for _, minutes in notebooks.get(row["lesson"], []))
+        extra = sum(
+            minutes for name, minutes in notebooks.get(row["lesson"], []) if name not in homework
+        )
         blocks.append(
             {
                 **row,
@@ -191,5 +215,6 @@ def one_day_plan():
 
 
 def two_day_plan():
-    """The two-day course: every lesson with its page's exercises and its graded notebooks."""
+    """The two-day course: every lesson with its page's exercises and its graded notebooks (the
+    advanced ones as homework)."""
     return day_plan(2, graded=True)
