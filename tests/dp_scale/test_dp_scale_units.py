@@ -78,3 +78,20 @@ def test_a_short_single_process_training_learns_and_reports_its_steps():
 def test_a_batch_larger_than_the_shard_is_refused():
     with pytest.raises(UsageError, match="larger than this rank's"):
         short_runs.short_training(batch_size=100_000)
+
+
+def test_the_perceptron_is_much_smaller_than_the_cnn_and_unknown_models_are_refused():
+    assert short_runs.build(model="mlp").count_params() == 784 * 64 + 64 + 64 * 10 + 10
+    with pytest.raises(UsageError, match="cnn, mlp"):
+        short_runs.build(model="resnet")
+
+
+def test_lr_rule_runs_train_the_base_once_and_every_rule_at_the_larger_batches():
+    rows = short_runs.lr_rule_runs(None, global_batches=(2000, 4000), base_lr=0.01, epochs=1)
+    assert [(r["global_batch"], r["rule"]) for r in rows] == [(2000, "base")] + [
+        (4000, rule) for rule in short_runs.RULES
+    ]
+    lrs = {r["rule"]: r["lr"] for r in rows}
+    assert lrs["linear"] == pytest.approx(0.02) and lrs["sqrt"] == pytest.approx(0.01 * 2**0.5)
+    images = len(short_runs.load_data()[0])
+    assert all(r["steps"] == images // r["global_batch"] for r in rows)
