@@ -157,9 +157,10 @@ def test_model_parallelism_comes_right_after_the_allreduce_lesson_in_both_plans(
     assert order.index("14_data_parallel_at_scale") > order.index("05_conversion")
     plan = course_map.two_day_plan()
     taught = [t for t in plan["lesson"] if not t.startswith("(")]
-    assert taught.index("Model parallelism by hand") == taught.index(
-        "Parameter servers and ring-allreduce"
-    ) + 1
+    assert (
+        taught.index("Model parallelism by hand")
+        == taught.index("Parameter servers and ring-allreduce") + 1
+    )
 
 
 def test_lesson_blocks_add_measured_demo_minutes_rounded_up():
