@@ -143,9 +143,37 @@ def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesso
     placed = {
         ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items
     }
-    # the conversion lesson teaches it and links it
-    assert placed["ex06_lr_warmup"] == "05_conversion"
+    # the conversion lesson links them "after {ref}`...`" a later lesson
+    assert placed["ex06_lr_warmup"] == "14_data_parallel_at_scale"
+    assert placed["ex11_find_the_bug"] == "06_timeline"
+    # the lesson that links it, with no "after"
+    assert placed["ex05_conversion"] == "05_conversion"
     assert placed["ex01_collectives"] == "04_horovod_design"
+
+
+def test_advanced_graded_notebooks_are_homework_not_class_time():
+    from hvdcourse.course.book import course_map
+
+    advanced = course_map.advanced_exercises()
+    assert {"ex12_column_parallel", "ex13_pipeline_bubble", "ex14_accumulation"} <= advanced
+    assert "ex05_conversion" not in advanced
+    blocks = {b["lesson"]: b for b in course_map.lesson_blocks(graded=True)}
+    for lesson, items in course_map.graded_exercises().items():
+        assert blocks[lesson]["graded_min"] == sum(m for ex, m in items if ex not in advanced)
+
+
+def test_model_parallelism_comes_right_after_the_allreduce_lesson_in_both_plans():
+    from hvdcourse.course.book import course_map
+
+    order = [row["lesson"] for row in course_map.lessons()]
+    assert order.index("12_model_parallelism") == order.index("03_allreduce") + 1
+    assert order.index("14_data_parallel_at_scale") > order.index("05_conversion")
+    plan = course_map.two_day_plan()
+    taught = [t for t in plan["lesson"] if not t.startswith("(")]
+    assert (
+        taught.index("Model parallelism by hand")
+        == taught.index("Parameter servers and ring-allreduce") + 1
+    )
 
 
 def test_lesson_blocks_add_measured_demo_minutes_rounded_up():

@@ -152,6 +152,31 @@ BOB_EX11 = """bugs = {}  # kind -> line number
 bugs = {"undefined-name": 20, "warmup-argument": 28, "unscaled-lr": 22, "every-rank-checkpoints": 12}
 """
 
+BOB_EX12 = """def shard_columns(weight, bias, rank, size):
+    n = weight.shape[1] // size
+    return weight[:, rank * n:(rank + 1) * n], bias[rank * n:(rank + 1) * n]
+
+
+def column_parallel_linear(comm, x, weight_shard, bias_shard):
+    return x @ weight_shard + bias_shard  # this rank's columns only: nothing gathered
+"""
+
+BOB_EX13 = """def predicted_bubble(stages, micro_batches):
+    return (stages - 1) / micro_batches  # idle time over the work, not over the step
+
+
+def measured_idle_share(ops, step_time):
+    busy = sum(end - start for _, _, start, end in ops)
+    return 1 - busy / step_time
+"""
+
+BOB_EX14 = """def accumulating_optimizer(hvd, lr, k):
+    import tensorflow as tf
+
+    # accumulates, but sums the k batches' gradients (the default)
+    return hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=lr), backward_passes_per_step=k)
+"""
+
 SYNTAX_ERROR = """import numpy as np
 
 from hvdcourse.course.exercises import checks
@@ -210,6 +235,9 @@ CLASS = {
             "ex09_scaling",
             "ex10_slurm",
             "ex11_find_the_bug",
+            "ex12_column_parallel",
+            "ex13_pipeline_bubble",
+            "ex14_accumulation",
         )
     },
     "bob": {
@@ -221,6 +249,9 @@ CLASS = {
         "ex07_rank0_checkpoints": (BOB_EX07, []),
         "ex10_slurm": (BOB_EX10, []),
         "ex11_find_the_bug": (BOB_EX11, []),
+        "ex12_column_parallel": (BOB_EX12, []),
+        "ex13_pipeline_bubble": (BOB_EX13, []),
+        "ex14_accumulation": (BOB_EX14, []),
         "ex15_torch_conversion": (BOB_EX15, []),
     },
     "carol": {

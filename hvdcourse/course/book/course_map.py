@@ -64,10 +64,14 @@ def timing_table():
 EXERCISE_SOURCES = os.path.join(ROOT, "exercises", "source")
 _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
+# an exercise whose source's opening line (``*Lesson: ... (advanced) ...*``) marks it advanced
+_ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
 # Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
-# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other.
-# (in this order the two-day plan leaves them out when not all lessons fit)
+# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other; 12 and 14
+# sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
+# two-day plan leaves them out when not all lessons fit.
 DROPPABLE = (
+    "14_data_parallel_at_scale",
     "12_model_parallelism",
     "10_beyond_horovod",
     "09_install",
@@ -115,12 +119,25 @@ def graded_exercises() -> dict:
     return result
 
 
+def advanced_exercises() -> set:
+    """The graded exercises whose source marks them "(advanced)" in its opening line: homework in
+    every plan (like the Carpentries' optional exercises), never class time."""
+    return {
+        name[:-3]
+        for name in sorted(os.listdir(EXERCISE_SOURCES))
+        if name.endswith(".md")
+        and _ADVANCED.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
+    }
+
+
 def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
     """Minutes per lesson: teaching, the page's exercises, the live demo (the page's measured execution
-    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks (except those
-    of the lessons in ``homework``, which learners do after class)."""
+    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks (but for the
+    advanced ones, :func:`advanced_exercises`, and those of the lessons in ``homework``, which
+    learners do after class)."""
     recorded = json.load(open(TIMES))["lessons"] if os.path.isfile(TIMES) else {}
     notebooks = graded_exercises() if graded else {}
+    advanced = advanced_exercises() if graded else set()
     blocks = []
     for row in lessons():
         if row["lesson"] in drop:
@@ -128,7 +145,7 @@ def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
         seconds = recorded.get(row["lesson"])
         demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
         in_class = [] if row["lesson"] in homework else notebooks.get(row["lesson"], [])
-        extra = sum(minutes for _, minutes in in_class)
+        extra = sum(minutes for name, minutes in in_class if name not in advanced)
         blocks.append(
             {
                 **row,
@@ -200,7 +217,8 @@ def one_day_plan():
 
 
 def two_day_plan():
-    """The two-day course: every lesson that fits, with its page's exercises and its graded notebooks.
+    """The two-day course: every lesson that fits, with its page's exercises and its graded notebooks
+    (the advanced ones, :func:`advanced_exercises`, as homework).
 
     The self-study lessons (:data:`DROPPABLE`) that are taught have their graded notebooks as
     homework; when the lessons do not all fit, self-study lessons are left out in the order of

@@ -14,7 +14,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from hvdcourse.course.exercises import checks_basic, checks_tools, checks_torch, checks_training
+from hvdcourse.course.exercises import (
+    checks_basic,
+    checks_scale,
+    checks_tools,
+    checks_torch,
+    checks_training,
+)
 from hvdcourse.course.exercises.checks_tools import BUG_KINDS, show_buggy_script
 from hvdcourse.course.exercises.paths import data_path, grading
 
@@ -49,6 +55,11 @@ EXERCISES = {e.id: e for e in (
     Exercise("ex09", "ex09_scaling", ("scaling_efficiency", "choose_setup"), checks_tools.ex09_scaling),
     Exercise("ex10", "ex10_slurm", ("job_script",), checks_tools.ex10_slurm),
     Exercise("ex11", "ex11_find_the_bug", ("bugs",), checks_tools.ex11_bugs),
+    Exercise("ex12", "ex12_column_parallel", ("shard_columns", "column_parallel_linear"),
+             checks_scale.ex12_column_parallel),
+    Exercise("ex13", "ex13_pipeline_bubble", ("predicted_bubble", "measured_idle_share"),
+             checks_scale.ex13_pipeline_bubble),
+    Exercise("ex14", "ex14_accumulation", ("accumulating_optimizer",), checks_scale.ex14_accumulation),
     Exercise("ex15", "ex15_torch_conversion", ("train_hvd",), checks_torch.ex15_torch_conversion),
 )}
 
@@ -77,4 +88,7 @@ ex08_timeline = _for_learners(checks_tools.ex08_timeline)
 ex09_scaling = _for_learners(checks_tools.ex09_scaling)
 ex10_slurm = _for_learners(checks_tools.ex10_slurm)
 ex11_bugs = _for_learners(checks_tools.ex11_bugs)
+ex12_column_parallel = _for_learners(checks_scale.ex12_column_parallel)
+ex13_pipeline_bubble = _for_learners(checks_scale.ex13_pipeline_bubble)
+ex14_accumulation = _for_learners(checks_scale.ex14_accumulation)
 ex15_torch_conversion = _for_learners(checks_torch.ex15_torch_conversion)
