@@ -9,6 +9,7 @@ machine and the date (the pages print them). A page's time in this build is show
 
 from __future__ import annotations
 
+import math
 import json
 import os
 import re
@@ -71,10 +72,10 @@ _ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
 # sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
 # two-day plan leaves them out when not all lessons fit.
 DROPPABLE = (
-    "14_data_parallel_at_scale",
-    "12_model_parallelism",
     "10_beyond_horovod",
     "09_install",
+    "14_data_parallel_at_scale",
+    "12_model_parallelism",
     "11_fault_tolerance",
     "13_pytorch",
 )
@@ -143,7 +144,7 @@ def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
         if row["lesson"] in drop:
             continue
         seconds = recorded.get(row["lesson"])
-        demo = -(-int(seconds) // 60) if seconds else 0  # whole minutes, rounded up
+        demo = math.ceil(seconds / 60) if seconds else 0  # whole minutes, rounded up
         in_class = [] if row["lesson"] in homework else notebooks.get(row["lesson"], [])
         extra = sum(minutes for name, minutes in in_class if name not in advanced)
         blocks.append(
