@@ -170,6 +170,19 @@ def images_per_second(seconds: list, steps: int, batch: int, ranks: int) -> list
     return [steps * batch * ranks / s for s in seconds]
 
 
+def timing_record(seconds: list, steps: int, batch: int, ranks: int) -> dict:
+    """One batch size's result: the repeats' seconds, their images/s and the median (both frameworks)."""
+    rates = images_per_second(seconds, steps, batch, ranks)
+    return {
+        "batch_per_rank": batch,
+        "global_batch": batch * ranks,
+        "steps": steps,
+        "seconds": seconds,
+        "images_per_s": rates,
+        "median_images_per_s": statistics.median(rates),
+    }
+
+
 class _Runtime:
     """What differs between the modes: rank, size, optimizer wrapping, barrier, dataset wrapping."""
 
@@ -284,15 +297,7 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
     model.fit(
         data, steps_per_epoch=steps, epochs=args.repeats, verbose=verbose, callbacks=[EpochTimer()]
     )
-    rates = images_per_second(seconds, steps, batch, runtime.size)
-    return {
-        "batch_per_rank": batch,
-        "global_batch": batch * runtime.size,
-        "steps": steps,
-        "seconds": seconds,
-        "images_per_s": rates,
-        "median_images_per_s": statistics.median(rates),
-    }
+    return timing_record(seconds, steps, batch, runtime.size)
 
 
 def main(argv=None) -> int:

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
 from hvdcourse.course.bench.throughput import (
     batch_sizes,
     bind_to_core,
-    images_per_second,
     knobs,
     local_rank,
     steps_for,
+    timing_record,
 )
 
 MODES = ("torch", "torch-hvd", "ddp")
@@ -180,15 +179,7 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
         train(steps)
         runtime.barrier()  # ... and stops it when the slowest rank is done
         seconds.append(time.perf_counter() - start)
-    rates = images_per_second(seconds, steps, batch, runtime.size)
-    return {
-        "batch_per_rank": batch,
-        "global_batch": batch * runtime.size,
-        "steps": steps,
-        "seconds": seconds,
-        "images_per_s": rates,
-        "median_images_per_s": statistics.median(rates),
-    }
+    return timing_record(seconds, steps, batch, runtime.size)
 
 
 def main(argv=None) -> int:
