@@ -9,7 +9,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env book test check bench exercises clean cluster-start cluster-stop newcomer-check
+.PHONY: help env book test check bench exercises clean cluster-start cluster-stop newcomer-check lab-cluster
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
+	@echo "make lab-cluster INVENTORY=ansible/inventory.ini - (instructors) the course lab on your nodes (ansible/README.md)"
 	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
 env:
@@ -46,6 +47,12 @@ cluster-stop:
 
 newcomer-check:
 	@bash tools/debian13_check.sh
+
+INVENTORY ?= ansible/inventory.ini
+lab-cluster:
+	@command -v ansible-playbook >/dev/null || { echo "lab-cluster: no ansible-playbook. Install it: sudo apt-get install ansible-core" >&2; exit 1; }
+	@test -f "$(INVENTORY)" || { echo "lab-cluster: no inventory $(INVENTORY). Copy ansible/inventory.example.ini and put in your nodes (ansible/README.md)" >&2; exit 1; }
+	cd ansible && ansible-playbook -i "$(abspath $(INVENTORY))" site.yml $(ANSIBLE_ARGS)
 
 clean:
 	rm -rf _build .pytest_cache

@@ -18,7 +18,7 @@ PYTHON="${PYTHON:-python3}"
 HOROVOD_VERSION="0.28.1"
 CACHE_DIR="${HVDCOURSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdcourse}"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
-              graphviz chromium shellcheck procps)
+              graphviz chromium shellcheck procps ansible-core)
 
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }
