@@ -127,7 +127,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
         ["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60
     )
     assert first.returncode == 0, first.stderr
-    patches = sorted(os.listdir(PATCH_DIR))
+    patches = sorted(os.path.basename(p) for p in glob.glob(os.path.join(PATCH_DIR, "*.patch")))
     assert len(patches) == 6 and len(first.stdout.strip().splitlines()) == 6
     for name, line in zip(patches, first.stdout.splitlines()):
         headline = open(os.path.join(PATCH_DIR, name)).readline().strip()
