@@ -102,7 +102,7 @@ nccl_dir = list(nccl.submodule_search_locations)[0] if nccl and nccl.submodule_s
 print("%d.%d" % sys.version_info[:2], version.group(1) if version else "?", cuda.group(1) if cuda else "cpu", nccl_dir or "-")
 EOF
 )"
-read -r PYVER TORCH_VERSION TORCH_CUDA TORCH_NCCL_DIR <<<"${TORCH_INFO:-none}" || true
+read -r PYVER TORCH_VERSION TORCH_CUDA TORCH_NCCL_DIR <<<"${TORCH_INFO:-none}" || true  # TORCH_CUDA: "cpu" for a CPU build
 if [ -z "$PY" ]; then
   missing "no '$PYTHON' found: set PYTHON to a Python 3.10-3.13 that has a CUDA build of PyTorch, or GPU_VENV to a venv with one"
 elif [ "${PYVER:-none}" = none ]; then

@@ -37,10 +37,12 @@ DUPLICATE_GPU = "Duplicate GPU detected"  # NCCL's warning when two ranks share 
 COMMANDS = ("make gpu", ".venv-gpu/bin/hvdcourse-check --gpu --record book/data/gpu_record.json")
 
 
-def not_run(gpus: int = 1) -> str:
-    """What the course's GPU runs leave out (with one GPU: NCCL's rings between GPUs too)."""
-    rings = "multi-GPU NCCL rings (one GPU), " if gpus < 2 else ""
-    return f"{rings}AMD GPUs with ROCm/RCCL, and TensorFlow on GPUs"
+def not_run(gpus: int | None = None) -> str:
+    """What the course's GPU runs leave out; ``gpus``: the record's GPUs (two or more: rings ran)."""
+    if gpus is not None and gpus >= 2:
+        return "AMD GPUs with ROCm/RCCL, and TensorFlow on GPUs"
+    machine = " (the record's machine has one GPU)" if gpus == 1 else ""
+    return f"multi-GPU NCCL rings{machine}, AMD GPUs with ROCm/RCCL, and TensorFlow on GPUs"
 
 
 # The host-staged build's cost, measured once by the probe of the course's environment notes
@@ -245,7 +247,7 @@ def status_text(path: str) -> str:
             "The GPU route has not been run by the course yet: there is no GPU record "
             f"({os.path.basename(path)}) in the book's data. On a machine with an NVIDIA GPU, run "
             f"`{COMMANDS[0]}`, then `{COMMANDS[1]}`, and commit the record. Not run here either: "
-            f"{not_run(1)}."
+            f"{not_run()}."
         )
     return (
         f"Run by the course on {figures['gpu_count']} x {figures['gpu_device']} (driver "
@@ -255,9 +257,9 @@ def status_text(path: str) -> str:
 
 
 def lesson_markdown(path: str, brief: bool = False) -> str:
-    """Markdown the lessons glue (``{glue:md}``): the record's machine and figures, all read from the
+    """Markdown the lessons glue (``{glue:md}``, as ``IPython.display.Markdown``): the record's machine and figures, all read from the
     record at ``path``, or, when there is none, that the GPU route has not been run by the course yet
-    and the commands to run it. ``brief``: the status and the throughput table only (lesson: Slurm)."""
+    and the commands to run it. ``brief``: the status and the throughput table only (lesson: Multi-node training with Slurm)."""
     figures = lesson_figures(path)
     text = status_text(path)
     if figures is None:
