@@ -404,10 +404,10 @@ def rank_main(argv) -> int:
     return 0
 
 
-def _launch(np: int, steps: int, batch_sizes, timeout: float, timeline: str | None):
+def _launch(np: int, steps: int, batch_sizes, timeout: float, timeline: str | None, env=None):
     from hvdcourse.runtime.launch import run_ranks
 
-    env = {"HOROVOD_TIMELINE": timeline} if timeline else {}
+    env = {**(env or {}), **({"HOROVOD_TIMELINE": timeline} if timeline else {})}
     program = [sys.executable, "-m", "hvdcourse.course.gpu", "--rank", "--steps", str(steps)]
     program += ["--batch-sizes", ",".join(str(b) for b in batch_sizes)]
     return run_ranks(program, np, "gloo", timeout, env=env)
@@ -517,12 +517,15 @@ def check(steps: int, batch_sizes, timeout: float, record_path: str | None) -> G
 
 def _try_shared_gpu(steps: int, batch_size: int, timeout: float) -> str:
     """Two Horovod ranks on GPU 0: what NCCL says (one line)."""
-    run = _launch(2, steps, [batch_size], min(timeout, 120), None)
+    # NCCL prints its warnings (the reason) only at NCCL_DEBUG=WARN or above
+    run = _launch(2, steps, [batch_size], min(timeout, 120), None, env={"NCCL_DEBUG": "WARN"})
     if run.ok:
         return "ran (this Horovod does not use NCCL for GPU tensors)"
-    for line in run.output.splitlines():
-        if DUPLICATE_GPU in line:
-            return "refused by NCCL: " + line.strip()[-200:]
+    lines = run.output.splitlines()
+    for needle in (DUPLICATE_GPU, "invalid usage"):
+        for line in lines:
+            if needle in line:
+                return "refused by NCCL: " + line.strip()[-200:]
     return f"failed (exit {run.returncode}), without NCCL's '{DUPLICATE_GPU}' in its output"
 
 
