@@ -9,12 +9,13 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env book test check bench exercises clean cluster-start cluster-stop newcomer-check lab-cluster
+.PHONY: help env gpu book test check bench exercises clean cluster-start cluster-stop newcomer-check lab-cluster
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
 	@echo "make test   - set up everything and run the whole test suite (what CI runs)"
 	@echo "make check  - print what Horovod was built with and run it on 2 ranks"
+	@echo "make gpu    - (NVIDIA GPU + CUDA toolkit) Horovod with PyTorch and NCCL in .venv-gpu; GPU_DRY_RUN=1: print the build only"
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
@@ -23,6 +24,12 @@ help:
 
 env:
 	@bash tools/setup_env.sh
+
+# the GPU route (tools/setup_gpu.sh): its own venv, GPU_VENV; then $(GPU_VENV)/bin/hvdcourse-check --gpu
+GPU_VENV ?= $(CURDIR)/.venv-gpu
+export GPU_VENV
+gpu:
+	@bash tools/setup_gpu.sh
 
 book: env
 	$(PY) -m hvdcourse.course.book.book_build

@@ -158,6 +158,17 @@ requeue_job() {
   fi
 }
 
+# print_gpu_build_vars: for a site built by the GPU route (SITE_HOROVOD_BUILD="NAME=value ...
+# tools/setup_gpu.sh"), the build variables that the route gives with the site's values, on this machine.
+print_gpu_build_vars() {
+  local words vars
+  [[ "${SITE_HOROVOD_BUILD:-}" == *tools/setup_gpu.sh* ]] || return 0
+  read -ra words <<< "$SITE_HOROVOD_BUILD"
+  vars="$(cd "$HVDCOURSE_ROOT" && env "${words[@]}" --print-vars | tr '\n' ' ')" \
+    || hvd_die "tools/setup_gpu.sh --print-vars failed for $SITE_FILE (see above)"
+  echo "[dry-run] its build variables here: ${vars% }"
+}
+
 # run_step CMD...: run the job step in the background so that SIGUSR1 is handled at once; with
 # DRY_RUN=1, print it (and the binding) instead.
 run_step() {
@@ -165,6 +176,7 @@ run_step() {
     echo "[dry-run] site $HVD_SITE: ${SITE_DESCRIPTION:-}"
     echo "[dry-run] modules: ${SITE_MODULES:-(none)}; virtual environment: ${SITE_VENV:-(python from PATH)}"
     [ -z "${SITE_HOROVOD_BUILD:-}" ] || echo "[dry-run] Horovod build for this site: $SITE_HOROVOD_BUILD${SITE_GPU_VISIBLE_VAR:+ (a GPU build: not executed by the course, which has no GPU)}"
+    print_gpu_build_vars
     echo "[dry-run] $(show_command "$@")"
     print_binding
     return 0

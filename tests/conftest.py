@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import glob
 import http.server
 import os
 import subprocess
 import sys
+import tarfile
 import threading
 
 import pytest
@@ -83,3 +85,35 @@ def book_url(built_book):
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+# --- Horovod's source, for the tests of the course's patches ---
+@pytest.fixture(scope="session")
+def horovod_source(tmp_path_factory):
+    """Horovod 0.28.1's source, unpacked as the set-up gets it (pip download from the registry); one
+    download for the session (tests/test_stack.py, tests/test_gpu_route.py)."""
+    folder = tmp_path_factory.mktemp("horovod-src")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(folder),
+            "horovod==0.28.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, (
+        f"pip download horovod==0.28.1 failed (registry needed):\n{proc.stderr[-2000:]}"
+    )
+    with tarfile.open(glob.glob(str(folder / "horovod-0.28.1.tar.gz"))[0]) as tar:
+        tar.extractall(folder, filter="data")
+    return folder / "horovod-0.28.1"

@@ -33,15 +33,33 @@ def wait_until_gone(pids, seconds=15):
     return alive(pids)
 
 
-def test_two_engines_are_the_two_ranks_of_one_mpi_job():
-    with MPIEngines(n=2, activate=False) as engines:
+# Each start costs about 9 s of CI time, so one started cluster is checked for everything a start
+# and a stop must give.
+def test_two_engines_are_one_mpi_job_and_stop_leaves_no_process_or_folder():
+    engines = MPIEngines(n=2, activate=False)
+    engines.start()
+    try:
+        pids = engines.pids()
+        folder = engines.ipython_dir
+        assert os.path.isdir(folder)
+        commands = " ".join(" ".join(psutil.Process(p).cmdline()) for p in pids)
+        assert (
+            "ipyparallel.controller" in commands
+            and "ipyparallel.engine" in commands
+            and "mpirun" in commands
+        )
         engines.view.execute(
             "from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)"
         )
         assert engines.view.pull("me") == [(0, 2), (1, 2)]
+    finally:
+        assert engines.stop() == 0
+    assert wait_until_gone(pids) == []
+    assert not os.path.exists(folder), "the temporary IPython folder outlived stop()"
+    assert engines.stop() == 0, "a second stop must be harmless"
 
 
-def test_px_cell_runs_on_every_engine():
+def test_px_cell_runs_on_every_engine_and_stop_engines_forgets_the_cluster():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
@@ -53,43 +71,8 @@ def test_px_cell_runs_on_every_engine():
         assert result.success, result.error_in_exec
         assert engines.view.pull("rank_seen") == [0, 10]
     finally:
-        engines_mod.stop_engines()
-
-
-def test_stop_leaves_no_controller_mpirun_or_engine_process():
-    engines = MPIEngines(n=2, activate=False)
-    engines.start()
-    pids = engines.pids()
-    commands = " ".join(" ".join(psutil.Process(p).cmdline()) for p in pids)
-    assert (
-        "ipyparallel.controller" in commands
-        and "ipyparallel.engine" in commands
-        and "mpirun" in commands
-    )
-    assert engines.stop() == 0
-    assert wait_until_gone(pids) == []
-
-
-def test_stop_engines_stops_every_cluster_and_forgets_it():
-    engines_mod.start_engines(n=1, activate=False)
-    assert engines_mod.stop_engines() == 0
+        assert engines_mod.stop_engines() == 0
     assert engines_mod._ACTIVE == []
-
-
-def test_stop_twice_is_harmless():
-    engines = MPIEngines(n=1, activate=False)
-    engines.start()
-    engines.stop()
-    assert engines.stop() == 0
-
-
-def test_temporary_ipython_dir_is_removed_on_stop():
-    engines = MPIEngines(n=1, activate=False)
-    engines.start()
-    folder = engines.ipython_dir
-    assert os.path.isdir(folder)
-    engines.stop()
-    assert not os.path.exists(folder)
 
 
 def test_a_start_timeout_says_what_to_do_and_leaves_nothing():

@@ -15,13 +15,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
-HOROVOD_VERSION="0.28.1"
-CACHE_DIR="${HVDCOURSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdcourse}"
+SETUP_NAME=setup
+# HOROVOD_VERSION, CACHE_DIR, die, say, patch_hash, mpi_id, pip_q, build_horovod_wheel (shared with setup_gpu.sh)
+# shellcheck source=tools/setup_lib.sh
+source "$ROOT/tools/setup_lib.sh"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
               graphviz chromium shellcheck procps ansible-core)
-
-die() { echo "setup: ERROR: $*" >&2; exit 1; }
-say() { echo "setup: $*"; }
 
 # 1. Python version ---------------------------------------------------------------------------------
 GET_PYTHON="get one with 'uv python install 3.12' (then make PYTHON=\$(uv python find 3.12)) or your system's python3.12 package"
@@ -84,10 +83,10 @@ prepare_mnist() {
 }
 
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
-MPI_ID="$(mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel|Version:)[^0-9]*[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_')" || true
+MPI_ID="$(mpi_id)"
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
 TF_VERSION="$(pin tensorflow)"; TORCH_VERSION="$(pin torch)"
-PATCH_HASH="$(cat "$ROOT"/patches/horovod-$HOROVOD_VERSION/*.patch | sha256sum | cut -c1-8)"
+PATCH_HASH="$(patch_hash)"  # patches/horovod-<version>/*.patch only: not the GPU route's gpu/
 REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -c1-12)"
 KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none}-${MPI_ID:-mpi}-patches${PATCH_HASH}"
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
@@ -98,8 +97,6 @@ if [ -f "$STAMP" ]; then
 fi
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PY="$VENV/bin/python"
-# pip, minus the warnings about optional local package folders that some machines configure
-pip_q() { "$PY" -m pip -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 pip_q install --upgrade "pip<25" wheel "setuptools==80.9.0"
 say "installing pinned requirements (first time: a few minutes)"
 # mpi4py compiles against the system MPI (it must match the mpirun that runs it). Built without
@@ -118,20 +115,11 @@ pip_q install --no-deps -e "$ROOT"
 WHEEL_DIR="$CACHE_DIR/wheels/$KEY"
 if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
   say "compiling Horovod $HOROVOD_VERSION with TensorFlow $TF_VERSION${TORCH_VERSION:+, PyTorch $TORCH_VERSION}, MPI and Gloo (once, about 4-5 minutes on 2 cores)"
-  SRC_DIR="$(mktemp -d)"
-  trap 'rm -rf "$SRC_DIR"' EXIT
-  pip_q download --no-deps --no-binary :all: -d "$SRC_DIR" "horovod==$HOROVOD_VERSION" \
-    || die "could not download Horovod $HOROVOD_VERSION's source (pip download horovod==$HOROVOD_VERSION)"
-  tar -xzf "$SRC_DIR"/horovod-"$HOROVOD_VERSION".tar.gz -C "$SRC_DIR"
-  bash "$ROOT/tools/patch_horovod.sh" "$SRC_DIR/horovod-$HOROVOD_VERSION"
-  mkdir -p "$WHEEL_DIR.tmp"
   if [ -n "$TORCH_VERSION" ]; then TORCH_FLAG=HOROVOD_WITH_PYTORCH; else TORCH_FLAG=HOROVOD_WITHOUT_PYTORCH; fi
   ( export "$TORCH_FLAG=1" HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
       HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 MAKEFLAGS="-j$(nproc)"
-    pip_q wheel --no-cache-dir --no-build-isolation --no-deps \
-      -w "$WHEEL_DIR.tmp" "$SRC_DIR/horovod-$HOROVOD_VERSION" ) \
-    || die "Horovod build failed (see above). Check that g++, cmake and the MPI headers (libopenmpi-dev) are installed."
-  rm -rf "$WHEEL_DIR" && mv "$WHEEL_DIR.tmp" "$WHEEL_DIR"
+    build_horovod_wheel "$WHEEL_DIR" \
+      "Check that g++, cmake and the MPI headers (libopenmpi-dev) are installed." ) || exit 1
 fi
 pip_q install --no-deps --force-reinstall "$WHEEL_DIR"/horovod-*.whl
 # horovod's own runtime deps (horovodrun needs them), without touching the pins

@@ -9,6 +9,8 @@ non-zero with a one-line fix when something is missing.
   that every rank answers and that an allreduce agrees, with TensorFlow and (when Horovod has its
   PyTorch extension) with PyTorch
 * ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
+* ``hvdcourse-check --gpu [--record FILE]`` - after ``make gpu``, the GPU route's check
+  (:mod:`hvdcourse.course.gpu`): GPUs, driver, CUDA, NCCL, the build, images/s, NCCL's phases
 """
 
 from __future__ import annotations
@@ -314,7 +316,37 @@ def check(argv=None) -> int:
         default="tensorflow",
         help="with --rank-line: the Horovod API whose allreduce the rank runs",
     )
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the GPU route's check (after 'make gpu'): GPUs, build, images/s, NCCL phases",
+    )
+    parser.add_argument(
+        "--record", metavar="FILE", help="with --gpu: write the figures as a GPU record (JSON)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="with --gpu: timed steps per batch size (default 50)",
+    )
+    parser.add_argument(
+        "--batch-sizes", default=None, help="with --gpu: the two batch sizes (default 128,1024)"
+    )
     args = parser.parse_args(argv)
+    if args.gpu:
+        from hvdcourse.course import gpu
+
+        steps = gpu.DEFAULT_STEPS if args.steps is None else args.steps
+        if steps < 1:
+            raise UsageError(f"--steps {steps}: give at least 1")
+        sizes = gpu.DEFAULT_BATCH_SIZES
+        if args.batch_sizes:
+            sizes = gpu.parse_batch_sizes(args.batch_sizes)
+        gpu.check(steps, sizes, args.timeout, args.record)
+        return 0
+    if args.record or args.steps is not None or args.batch_sizes:
+        raise UsageError("--record, --steps and --batch-sizes go with --gpu")
     unknown = sorted(set(args.launchers.split(",")) - {"gloo", "mpi"})
     if unknown:
         raise UsageError(

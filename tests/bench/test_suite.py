@@ -9,6 +9,7 @@ import pytest
 from hvdcourse.course.bench.suite import (
     Config,
     QUICK,
+    combine_launches,
     concurrent_memcopy,
     framework_configs,
     ladder_configs,
@@ -115,6 +116,29 @@ def test_quick_suite_measures_pytorch_beside_keras_and_writes_the_ratios(quick_s
     } <= measured
     (target,) = [t for t in docs["frameworks"]["targets"] if t["measured"] is not None]
     assert target["target"] == "torch_hvd_vs_ddp" and target["met"] in (True, False)
+
+
+def test_launches_combine_into_the_median_of_their_medians_per_batch_size():
+    def launch(*medians):
+        return [
+            {
+                "batch": b,
+                "median_images_per_s": m,
+                "images_per_s": [m],
+                "seconds": [1.0],
+                "load_average_before": 0.5,
+            }
+            for b, m in zip((8, 16), medians)
+        ]
+
+    failed = [{"batch": 8, "error": "timeout"}, {"batch": 16, "error": "timeout"}]
+    rows = combine_launches([launch(100, 10), launch(300, 30), failed, launch(200, 20)])
+    assert [r["median_images_per_s"] for r in rows] == [200, 20]
+    assert rows[0]["launch_medians"] == [100, 300, 200] and rows[0]["failed_launches"] == 1
+    assert rows[1]["images_per_s"] == [10, 30, 20]
+    assert rows[1]["load_average_before_each_launch"] == [0.5, 0.5, 0.5]
+    # a batch size that failed in every launch keeps the failure as its row
+    assert combine_launches([failed[:1], failed[:1]]) == [failed[0]]
 
 
 def test_only_one_part_leaves_the_other_files_alone(tmp_path):

@@ -154,8 +154,9 @@ class Settings:
     nice: int = 0
 
 
+# One round: every code path runs once (combining several rounds is tested on its own, without runs).
 QUICK = Settings(
-    warmup_steps=2, images_per_repeat=0, steps=3, repeats=2, rounds=2, timeout=180, quick=True
+    warmup_steps=2, images_per_repeat=0, steps=3, repeats=2, rounds=1, timeout=180, quick=True
 )
 
 # ------------------------------------------------------------------------------------------- runs

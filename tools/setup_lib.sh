@@ -1,0 +1,44 @@
+# shellcheck shell=bash disable=SC2034  # HOROVOD_VERSION, CACHE_DIR: used by the scripts that source this
+# Shared by tools/setup_env.sh (the CPU build, `make env`) and tools/setup_gpu.sh (the GPU route,
+# `make gpu`): sourced, not run. Set SETUP_NAME (the prefix of messages) and ROOT before sourcing.
+HOROVOD_VERSION="0.28.1"
+CACHE_DIR="${HVDCOURSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdcourse}"
+
+die() { echo "${SETUP_NAME:-setup}: ERROR: $*" >&2; exit 1; }
+say() { echo "${SETUP_NAME:-setup}: $*"; }
+
+# patch_hash [SET...]: the wheel keys' part for the patches: patches/horovod-<version>/*.patch, then
+# each SET's (a subfolder). Without SETs this is the CPU build's hash, so a GPU-only patch never
+# changes the CPU wheel's key.
+patch_hash() {
+  local dir="$ROOT/patches/horovod-$HOROVOD_VERSION" files=() set
+  files=("$dir"/*.patch)
+  for set in "$@"; do files+=("$dir/$set"/*.patch); done
+  cat "${files[@]}" | sha256sum | cut -c1-8
+}
+
+# mpi_id: the MPI that mpirun belongs to, for the wheel keys (e.g. Open_MPI_4.1.4)
+mpi_id() {
+  mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel|Version:)[^0-9]*[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_' || true
+}
+
+# pip, minus the warnings about optional local package folders that some machines configure ($PY: the venv's python)
+pip_q() { "$PY" -m pip -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
+# build_horovod_wheel WHEEL_DIR HINT [SET...]: Horovod's source from the package registry, the course's
+# patches (tools/patch_horovod.sh, plus each SET's), compiled once into WHEEL_DIR with the HOROVOD_*
+# variables of the caller's environment. HINT: what to check when the build fails.
+build_horovod_wheel() {
+  local wheel_dir="$1" hint="$2"
+  shift 2
+  HVD_SRC_DIR="$(mktemp -d)"
+  trap 'rm -rf "$HVD_SRC_DIR"' EXIT
+  pip_q download --no-deps --no-binary :all: -d "$HVD_SRC_DIR" "horovod==$HOROVOD_VERSION" \
+    || die "could not download Horovod $HOROVOD_VERSION's source (pip download horovod==$HOROVOD_VERSION)"
+  tar -xzf "$HVD_SRC_DIR"/horovod-"$HOROVOD_VERSION".tar.gz -C "$HVD_SRC_DIR"
+  bash "$ROOT/tools/patch_horovod.sh" "$HVD_SRC_DIR/horovod-$HOROVOD_VERSION" "$@"
+  mkdir -p "$wheel_dir.tmp"
+  pip_q wheel --no-cache-dir --no-build-isolation --no-deps \
+    -w "$wheel_dir.tmp" "$HVD_SRC_DIR/horovod-$HOROVOD_VERSION" || die "Horovod build failed (see above). $hint"
+  rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
+}
