@@ -83,3 +83,28 @@ def test_the_keras_trainer_reports_its_training_time_like_the_pytorch_ones(tmp_p
     (timing,) = run.records("timing")
     assert row["images/s"] == timing["images_per_second"] > 0
     assert row["train s"] >= 3 * 16 / row["images/s"]
+
+
+def test_a_ray_train_row_comes_from_the_drivers_one_final_record():
+    record = {**final(images=700.0), "workers": 2, "identical_weights": True}
+    row = fc.row("torch-ray", 2, fake_run([record]))  # one record for 2 workers: the driver's
+    assert (row["framework"], row["ranks"], row["images/s"]) == ("PyTorch + Ray Train", 2, 700.0)
+    assert row["identical weights"] is True
+    with pytest.raises(RunFailed, match="0 of 1 final records"):
+        fc.row("keras-ray", 2, fake_run([]))
+
+
+def test_a_ray_train_driver_is_one_process_told_how_many_workers_to_start():
+    command = fc.program(fc.lookup("keras-ray"), ["--epochs", "1"], np=2)
+    assert command[1:] == [
+        "-m",
+        "hvdcourse.examples.train_ray_tf",
+        "--workers",
+        "2",
+        "--epochs",
+        "1",
+    ]
+    mwms = fc.program(fc.lookup("keras-mwms"), [], np=2)
+    assert mwms[mwms.index("--trainer") + 1] == "train_mwms" and "--cluster" in mwms
+    with pytest.raises(UsageError, match="unknown framework"):
+        fc.lookup("jax")

@@ -1,4 +1,5 @@
-"""Keras + Horovod, PyTorch + Horovod and PyTorch DDP on one problem, at 1 and N ranks (lesson: PyTorch with Horovod, and DDP).
+"""Keras + Horovod, PyTorch + Horovod and PyTorch DDP on one problem, at 1 and N ranks (lessons: PyTorch
+with Horovod, and DDP; Horovod and Ray Train, side by side).
 
 The three trainers (:mod:`hvdcourse.examples.train_hvd`, :mod:`~hvdcourse.examples.train_torch_hvd`,
 :mod:`~hvdcourse.examples.train_torch_ddp`) train the same model on the same data with the same
@@ -10,8 +11,12 @@ Time is measured the same way for all three: the training loop of each epoch, fr
 to its last, without the evaluation, logging and checkpoint that follow; images/s counts the epochs
 after the first (the first also pays for start-up: graph tracing, allocators, first negotiations).
 The PyTorch trainers measure it themselves (``torch_training.EpochTimer``) and put it into their
-``final`` record; the Keras trainer is run through :func:`keras_rank_main`, which adds a Keras
-callback measuring the same span and reporting it (kind ``timing``).
+``final`` record; the Keras trainers (Horovod, MultiWorkerMirroredStrategy) are run through
+:func:`keras_rank_main`, which adds a Keras callback measuring the same span and reporting it (kind
+``timing``). :data:`SIDE_BY_SIDE` adds the peers of lesson *Horovod and Ray Train, side by side*:
+MWMS, and the two Ray Train scripts, whose driver (one process, started with ``--workers N``) starts
+the N workers itself and reports one ``final`` record for the run, timed inside the workers in the
+same way.
 
 Command line (one framework, one size; prints the row)::
 
@@ -26,6 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from hvdcourse.course.bench.machine import PRIORITY_VARIABLE
 from hvdcourse.runtime.errors import RunFailed, UsageError, run_cli
 
 
@@ -37,6 +43,8 @@ class Framework:
     label: str
     module: str
     launcher: str
+    # the driver starts the workers (--workers N) and reports the run once (Ray Train)
+    driver: bool = False
 
 
 FRAMEWORKS = {
@@ -47,13 +55,49 @@ FRAMEWORKS = {
         Framework("torch-ddp", "PyTorch DDP", "hvdcourse.examples.train_torch_ddp", "torchrun"),
     )
 }
+# the peers of lesson 15 (Horovod and Ray Train, side by side); lesson 13 runs FRAMEWORKS only
+SIDE_BY_SIDE = {
+    f.key: f
+    for f in (
+        Framework("keras-mwms", "Keras + MWMS", "hvdcourse.examples.train_mwms", "mpirun"),
+        Framework(
+            "keras-ray", "Keras + Ray Train", "hvdcourse.examples.train_ray_tf", "python", True
+        ),
+        Framework(
+            "torch-ray", "PyTorch + Ray Train", "hvdcourse.examples.train_ray_torch", "python", True
+        ),
+    )
+}
+KNOWN = {**FRAMEWORKS, **SIDE_BY_SIDE}
+# Keras trainers that get the epoch timer through keras_rank_main (their module's main)
+KERAS_RANK = {"keras-hvd": "train_hvd", "keras-mwms": "train_mwms"}
 
 
-def program(framework: Framework, train_args) -> list:
-    """The command each rank runs: the trainer itself, or for Keras the trainer with its timer."""
-    if framework.key == "keras-hvd":
-        return [sys.executable, "-m", __name__, "keras-rank", "--", *train_args]
-    return [sys.executable, "-m", framework.module, *train_args]
+def lookup(framework) -> Framework:
+    """A :class:`Framework` from its key (one of :data:`KNOWN`) or itself."""
+    if isinstance(framework, Framework):
+        return framework
+    if framework not in KNOWN:
+        raise UsageError(f"unknown framework {framework!r}; choose one of {', '.join(KNOWN)}")
+    return KNOWN[framework]
+
+
+def program(framework: Framework, train_args, np: int = 1) -> list:
+    """The command each rank runs: the trainer itself, or for Keras the trainer with its timer; a
+    driver (Ray Train) is one process told to start ``np`` workers."""
+    if framework.key in KERAS_RANK:
+        trainer = ["--trainer", KERAS_RANK[framework.key]]
+        if framework.key == "keras-mwms" and np > 1:  # MWMS: every worker's address, rank = index
+            from hvdcourse.examples.train_mwms import local_cluster
+
+            train_args = ["--cluster", ",".join(local_cluster(np)), *train_args]
+        return [sys.executable, "-m", __name__, "keras-rank", *trainer, "--", *train_args]
+    # the benchmark suite's priority ($HVDCOURSE_BENCH_NICE), applied by the trainer's process itself
+    # before it starts anything (Ray's processes, for one, then inherit it)
+    run = [__name__, "prioritised"] if os.environ.get(PRIORITY_VARIABLE) else []
+    if framework.driver:
+        return [sys.executable, "-m", *run, framework.module, "--workers", str(np), *train_args]
+    return [sys.executable, "-m", *run, framework.module, *train_args]
 
 
 def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None = None):
@@ -64,7 +108,7 @@ def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None
     """
     from hvdcourse.runtime.launch import run_ranks
 
-    framework = FRAMEWORKS[framework] if isinstance(framework, str) else framework
+    framework = lookup(framework)
     cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-frameworks-")
     args = [
         *train_args,
@@ -73,8 +117,8 @@ def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None
         os.path.join(cwd, f"ckpt-{framework.key}-{np}"),
     ]
     return run_ranks(
-        program(framework, args),
-        np=np,
+        program(framework, args, np),
+        np=1 if framework.driver else np,
         launcher=framework.launcher,
         timeout=timeout,
         cwd=cwd,
@@ -88,12 +132,13 @@ def row(framework, np: int, run) -> dict:
     Raises :class:`~hvdcourse.runtime.errors.RunFailed` (with the run's last lines) when the run failed
     or a rank reported no final record.
     """
-    framework = FRAMEWORKS[framework] if isinstance(framework, str) else framework
+    framework = lookup(framework)
     finals = run.records("final")
-    if not run.ok or len(finals) != np:
+    expected = 1 if framework.driver else np  # a driver reports the run once
+    if not run.ok or len(finals) != expected:
         raise RunFailed(
             f"{framework.label} on {np} rank(s) failed (exit {run.returncode}, "
-            f"{len(finals)} of {np} final records); its last lines:\n{run.output[-1500:]}"
+            f"{len(finals)} of {expected} final records); its last lines:\n{run.output[-1500:]}"
         )
     # the PyTorch trainers time themselves; the Keras timer reports apart (kind "timing")
     first = {**finals[0], **(run.records("timing") or [{}])[0]}
@@ -104,7 +149,9 @@ def row(framework, np: int, run) -> dict:
         "train s": first["train_seconds"],
         "wall s": round(run.seconds, 1),
         "test accuracy": round(first["accuracy"], 4),
-        "identical weights": len({f["weights_sha256"] for f in finals}) == 1,
+        "identical weights": first["identical_weights"]
+        if framework.driver  # the workers compared their weights themselves
+        else len({f["weights_sha256"] for f in finals}) == 1,
     }
 
 
@@ -124,7 +171,7 @@ def table(rows):
         round(r["images/s"] / one[r["framework"]], 2) if r["framework"] in one.index else None
         for _, r in frame.iterrows()
     ]
-    order = {f.label: i for i, f in enumerate(FRAMEWORKS.values())}
+    order = {f.label: i for i, f in enumerate(KNOWN.values())}
     frame = frame.sort_values(
         ["framework", "ranks"], key=lambda col: col.map(order) if col.name == "framework" else col
     )
@@ -145,53 +192,56 @@ def compare(np_values=(1, 2), frameworks=tuple(FRAMEWORKS), train_args=(), timeo
 def keras_epoch_timer(images_per_step: int):
     """A Keras callback timing each epoch's training batches (epoch begins to last batch ends); at
     the end of training it reports ``train_seconds`` and ``images_per_second`` (kind ``timing``)."""
-    import time
+    from hvdcourse.examples.training import keras_epoch_timer as timer
 
-    import tensorflow as tf
-
-    from hvdcourse.examples.torch_training import EpochTimer
-    from hvdcourse.examples.training import report
-
-    class KerasEpochTimer(tf.keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.timer, self.start, self.end, self.batches = EpochTimer(), None, None, 0
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start, self.end, self.batches = time.perf_counter(), None, 0
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.end, self.batches = time.perf_counter(), self.batches + 1
-
-        def on_epoch_end(self, epoch, logs=None):
-            if self.end is not None:
-                self.timer.epochs.append((self.end - self.start, self.batches * images_per_step))
-
-        def on_train_end(self, logs=None):
-            report("timing", self.timer.summary())
-
-    return KerasEpochTimer()
+    return timer(images_per_step, report_kind="timing")
 
 
 def keras_rank_main(argv) -> int:
-    """What each rank runs for Keras: ``train_hvd.main`` with :func:`keras_epoch_timer`."""
-    from hvdcourse.examples import cli, train_hvd
+    """What each rank runs for Keras: ``train_hvd.main`` (or ``--trainer train_mwms``'s) with
+    :func:`keras_epoch_timer`."""
+    import importlib
+
+    from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.examples import cli
     from hvdcourse.runtime.ranks import launcher_size
 
+    raise_priority()  # only if the benchmark suite asked for it ($HVDCOURSE_BENCH_NICE)
+
+    trainer = "train_hvd"
+    if argv[:1] == ["--trainer"]:
+        trainer, argv = argv[1], argv[2:]
     argv = argv[1:] if argv[:1] == ["--"] else argv
-    args = cli.training_parser("train_hvd").parse_args(argv)
-    return train_hvd.main(argv, callbacks=[keras_epoch_timer(args.batch_size * launcher_size())])
+    parser = cli.training_parser(trainer)
+    parser.add_argument("--cluster")  # MWMS: the workers' addresses
+    args = parser.parse_args(argv)
+    main = importlib.import_module(f"hvdcourse.examples.{trainer}").main
+    return main(argv, callbacks=[keras_epoch_timer(args.batch_size * launcher_size())])
+
+
+def prioritised_main(argv) -> int:
+    """``prioritised MODULE ARGS...``: run ``python -m MODULE ARGS...`` at the suite's priority."""
+    import runpy
+
+    from hvdcourse.course.bench.machine import raise_priority
+
+    raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
+    sys.argv = [argv[0], *argv[1:]]
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    return 0
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["keras-rank"]:
         return keras_rank_main(argv[1:])
+    if argv[:1] == ["prioritised"]:
+        return prioritised_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m hvdcourse.course.framework_compare",
         description="Run one framework's trainer on N ranks and print its row of the comparison.",
     )
-    parser.add_argument("--framework", choices=list(FRAMEWORKS), required=True)
+    parser.add_argument("--framework", choices=list(KNOWN), required=True)
     parser.add_argument("-np", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument(

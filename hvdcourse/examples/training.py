@@ -284,6 +284,42 @@ def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
     return record
 
 
+def keras_epoch_timer(images_per_step: int, report_kind: str | None = None):
+    """A Keras callback timing each epoch's training batches (epoch begins to last batch ends).
+
+    Its ``timer`` (:class:`hvdcourse.examples.torch_training.EpochTimer`) gives ``train_seconds``
+    and ``images_per_second`` (epochs after the first), measured as the PyTorch trainers measure
+    theirs; with ``report_kind`` it also reports them at the end of training (lessons: PyTorch with
+    Horovod, and DDP; Horovod and Ray Train, side by side).
+    """
+    import time
+
+    import tensorflow as tf
+
+    from hvdcourse.examples.torch_training import EpochTimer
+
+    class KerasEpochTimer(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.timer, self.start, self.end, self.batches = EpochTimer(), None, None, 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start, self.end, self.batches = time.perf_counter(), None, 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.end, self.batches = time.perf_counter(), self.batches + 1
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.end is not None:
+                self.timer.epochs.append((self.end - self.start, self.batches * images_per_step))
+
+        def on_train_end(self, logs=None):
+            if report_kind:
+                report(report_kind, self.timer.summary())
+
+    return KerasEpochTimer()
+
+
 def ensure_writable_dir(path: str) -> None:
     """Create ``path``; raise :class:`~hvdcourse.runtime.errors.UsageError` if it cannot be written."""
     try:
