@@ -7,8 +7,8 @@ The figures come from ``book/data/grading_throughput.json``, written by the grad
 
 where CLASS holds students with every solution notebook (``python -m hvdcourse.course.grading.throughput
 --class-dir CLASS --students N`` makes it; the serial run grades one student, the --jobs auto run
-several, so that its time per student includes how the notebooks of different students share the
-cores). :func:`summary` turns the two runs into the numbers the instructor guide shows: the time per
+one or more: with several, its time per student includes how the notebooks of different students
+share the cores). :func:`summary` turns the two runs into the numbers the instructor guide shows: the time per
 student and for a class, the CPU seconds each notebook's processes used (the floor no schedule on
 these cores can beat), and what each added Slurm node gives, computed from the measured times.
 """
@@ -79,6 +79,9 @@ def summary(path: str = DATA) -> dict:
         # a Slurm node like this machine grades a student (one array task) in the better of the two
         # measured times per student: one more node, this many more students per hour
         "students_per_hour_per_node": 3600 / per_student,
+        # the most a node like this one can give, whatever its load: its cores' CPU seconds per hour
+        # over the CPU seconds a student takes
+        "students_per_hour_per_node_max": cores * 3600 / cpu,
         # one task per notebook, with a free core for each: a student takes as long as the slowest notebook
         "per_notebook_floor_s": times[-1],
         # the processes' CPU time (the leaner of the two runs): at that cost these cores need cpu / cores
