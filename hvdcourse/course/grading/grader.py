@@ -149,8 +149,9 @@ def limits_of(args) -> dict:
     return {"mem_mb": args.mem_mb, "nproc": args.nproc, "cpu": args.cpu}
 
 
-def judge(report: dict, timeout: float = 120) -> list:
-    """The points, decided by a fresh process loaded from the course's own folder (see judge.py)."""
+def judge(report: dict, timeout: float = 120) -> tuple:
+    """The points, decided by a fresh process loaded from the course's own folder (see judge.py),
+    and the judge's CPU seconds."""
     job = {
         "exercises": report.get("exercises", []),
         "static": report.get("static", {}),
@@ -174,7 +175,8 @@ def judge(report: dict, timeout: float = 120) -> list:
         raise RuntimeError(
             f"the judge failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:300]}"
         )
-    return json.loads(run.stdout)["results"]
+    decided = json.loads(run.stdout)
+    return decided["results"], decided.get("cpu", 0.0)
 
 
 def grade_notebook(
@@ -278,7 +280,7 @@ def grade_notebook(
         }
     if report.get("exercises"):
         try:
-            report["results"] = judge(report)
+            report["results"], report.setdefault("cpu", {})["judge"] = judge(report)
         except (RuntimeError, ValueError, OSError, subprocess.SubprocessError) as err:
             report["status"], report["problem"] = "grader-error", f"{err}"[:300]
     report.pop("answers", None)  # the raw answer data: judged, not kept
@@ -559,6 +561,11 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
         "wall_seconds": round(seconds, 1),
         "cpu_seconds": round(cpu_seconds() - args.cpu_before, 1),
         "notebook_seconds": per_notebook,
+        # CPU seconds of each notebook's three processes: the learner's cells in the kernel, the answer
+        # run (the checks observing the learner's functions, with their ranks) and the judge
+        "notebook_cpu_seconds": {
+            f"{s}/{o['name']}": o["report"].get("cpu", {}) for s, o in outcomes
+        },
         "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
         "points": sum(
             r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])

@@ -95,8 +95,12 @@ def judge(job: dict) -> list:
 
 
 def main() -> int:
+    import resource
+
     job = json.loads(sys.stdin.read())
-    out = json.dumps({"results": judge(job)})
+    results = judge(job)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = json.dumps({"results": results, "cpu": round(usage.ru_utime + usage.ru_stime, 2)})
     sys.stdout.write(out + "\n")
     sys.stdout.flush()
     return 0

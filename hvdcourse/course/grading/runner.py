@@ -351,6 +351,16 @@ def execute(job: dict, nb, log: str) -> dict:
     return report
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this runner's ended child processes and what they waited for:
+    read before and after a run, the difference is that run's CPU time (the kernel or the answer
+    process, with the ranks and everything else they started and waited for)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def stop_everything(job: dict) -> None:
     """Kill every process of the submission: by its user (root grader) and by its token."""
     processes.kill_user(job.get("uid"))
@@ -550,9 +560,13 @@ def main(argv=None) -> int:
             )
         log = prepare_site(job)
         nb = nbformat.read(submission, as_version=4)
+        cpu = children_cpu()
         report = execute(job, nbformat.read(submission, as_version=4), log)
         report["notes"] = notes
+        report["cpu"] = {"notebook": round(children_cpu() - cpu, 1)}
+        cpu = children_cpu()
         run_answers(job, nb, log, report)
+        report["cpu"]["answers"] = round(children_cpu() - cpu, 1)
     except Exception as err:  # the notebook could not be run at all: say why, do not stop the batch
         report.update(status="not-run", problem=f"{type(err).__name__}: {_first_line(err)}")
     finally:

@@ -5,9 +5,12 @@ The figures come from ``book/data/grading_throughput.json``, written by the grad
     hvdcourse-grade CLASS --out OUT --jobs 1    --record book/data/grading_throughput.json
     hvdcourse-grade CLASS --out OUT --jobs auto --record book/data/grading_throughput.json
 
-where CLASS holds one student with the 11 solution notebooks (``python -m hvdcourse.course.grading.throughput
---class-dir CLASS`` makes it). :func:`summary` turns the two runs into the numbers the instructor
-guide shows, including what each added Slurm node gives, computed from the measured times.
+where CLASS holds students with every solution notebook (``python -m hvdcourse.course.grading.throughput
+--class-dir CLASS --students N`` makes it; the serial run grades one student, the --jobs auto run
+one or more: with several, its time per student includes how the notebooks of different students
+share the cores). :func:`summary` turns the two runs into the numbers the instructor guide shows: the time per
+student and for a class, the CPU seconds each notebook's processes used (the floor no schedule on
+these cores can beat), and what each added Slurm node gives, computed from the measured times.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
 DATA = os.path.join(BOOK_DATA, "grading_throughput.json")
 CLASS = 30  # learners: the class size the instructor guide plans for
+GOAL_MIN = 15  # minutes: the time a class of CLASS should take (issue 12)
 
 
 def runs(path: str = DATA) -> dict:
@@ -43,35 +47,86 @@ def summary(path: str = DATA) -> dict:
     times = sorted(serial["notebook_seconds"].values())
     cores = auto["machine"]["cores"]
     load = max(serial["load_average_before"][0], auto["load_average_before"][0])
-    cpu = min(r["cpu_seconds"] / r["students"] for r in (serial, auto))
+    # the leaner of the two runs in CPU time, and where that time went
+    lean = min((serial, auto), key=lambda r: r["cpu_seconds"] / r["students"])
+    cpu = lean["cpu_seconds"] / lean["students"]
+    per_student = min(r["wall_seconds"] / r["students"] for r in (serial, auto))
+    phases = notebook_cpu(lean)
+    heavy = sorted(
+        (
+            n
+            for n, c in phases["notebooks"].items()
+            if c > phases["total"] / len(phases["notebooks"])
+        ),
+        key=lambda n: -phases["notebooks"][n],
+    )
     return {
         "date": auto["date"][:10],
         "cpu": auto["machine"]["cpu"],
         "cores": cores,
         "load": load,
         "loaded": load > cores,
-        "notebooks": serial["notebooks"],
+        "notebooks": serial["notebooks"] // serial["students"],
         "jobs_auto": auto["jobs_used"],
-        "serial_s": serial["wall_seconds"],
-        "auto_s": auto["wall_seconds"],
-        "speedup": serial["wall_seconds"] / auto["wall_seconds"],
+        "students_auto": auto["students"],
+        "serial_s": serial["wall_seconds"] / serial["students"],
+        "auto_s": auto["wall_seconds"] / auto["students"],
+        "speedup": (serial["wall_seconds"] / serial["students"])
+        / (auto["wall_seconds"] / auto["students"]),
         "notebook_min_s": times[0],
         "notebook_median_s": times[len(times) // 2],
         "notebook_max_s": times[-1],
         # a Slurm node like this machine grades a student (one array task) in the better of the two
-        # measured times: one more node, this many more students per hour
-        "students_per_hour_per_node": 3600 / min(serial["wall_seconds"], auto["wall_seconds"]),
+        # measured times per student: one more node, this many more students per hour
+        "students_per_hour_per_node": 3600 / per_student,
+        # the most a node like this one can give, whatever its load: its cores' CPU seconds per hour
+        # over the CPU seconds a student takes
+        "students_per_hour_per_node_max": cores * 3600 / cpu,
         # one task per notebook, with a free core for each: a student takes as long as the slowest notebook
         "per_notebook_floor_s": times[-1],
         # the processes' CPU time (the leaner of the two runs): at that cost these cores need cpu / cores
         "cpu_per_student_s": cpu,
         "class_floor_min": CLASS * cpu / cores / 60,
         "class_auto_min": CLASS * auto["wall_seconds"] / auto["students"] / 60,
+        "goal_min": GOAL_MIN,
+        # cores that the measured CPU time needs to grade CLASS learners within the goal
+        "cores_for_goal": math.ceil(CLASS * cpu / (GOAL_MIN * 60)),
+        # where that CPU time went, per student: the learner's cells in the kernel, the answer runs
+        # (checks with their ranks), the judges, the rest (the grader and its runners); and the
+        # notebooks above the mean
+        "cpu_notebook_s": phases["notebook"],
+        "cpu_answers_s": phases["answers"],
+        "cpu_judge_s": phases["judge"],
+        "cpu_other_s": max(0.0, cpu - phases["total"]),
+        "heavy_notebooks": heavy,
+        "heavy_cpu_s": sum(phases["notebooks"][n] for n in heavy),
         "full_marks": all(
             r.get("statuses") == ["ok"] and r.get("points") == r.get("max_points", -1) > 0
             for r in (serial, auto)
         ),
     }
+
+
+def notebook_cpu(run: dict) -> dict:
+    """CPU seconds per student of a recorded run: by phase, in all, and per notebook name (students'
+    notebooks of the same name averaged)."""
+    found = run.get("notebook_cpu_seconds") or {}
+    if not found:
+        raise ValueError(
+            "the recorded run has no CPU seconds per notebook; record it again with the commands in "
+            "hvdcourse.course.grading.throughput's docstring"
+        )
+    students = run["students"]
+    out = {phase: 0.0 for phase in ("notebook", "answers", "judge")}
+    names = {}
+    for key, phases in found.items():
+        for phase in out:
+            out[phase] += phases.get(phase, 0.0) / students
+        name = key.split("/")[-1].removesuffix(".ipynb")
+        names[name] = names.get(name, 0.0) + sum(phases.values()) / students
+    out["total"] = sum(out.values())
+    out["notebooks"] = names
+    return out
 
 
 def nodes_for(students: int, minutes: float, path: str = DATA) -> int:
@@ -80,13 +135,20 @@ def nodes_for(students: int, minutes: float, path: str = DATA) -> int:
     return max(1, math.ceil(students / per_node))
 
 
-def make_class(folder: str) -> str:
-    """A class of one student holding the 11 solution notebooks (what the throughput runs grade)."""
-    student = os.path.join(folder, "student")
-    os.makedirs(student, exist_ok=True)
+def solution_notebooks() -> list:
+    """The solution notebooks, one per exercise (what a student's full set holds)."""
     solutions = os.path.join(ROOT, "solutions")
-    for name in sorted(os.listdir(solutions)):
-        if name.endswith(".ipynb"):
+    return sorted(n for n in os.listdir(solutions) if n.endswith(".ipynb"))
+
+
+def make_class(folder: str, students: int = 1) -> str:
+    """A class of ``students`` students, each holding every solution notebook (what the throughput
+    runs grade)."""
+    solutions = os.path.join(ROOT, "solutions")
+    for number in range(1, students + 1):
+        student = os.path.join(folder, f"student{number:02d}")
+        os.makedirs(student, exist_ok=True)
+        for name in solution_notebooks():
             shutil.copy(os.path.join(solutions, name), student)
     return folder
 
@@ -97,12 +159,15 @@ def main(argv=None) -> int:
         "figures recorded in book/data/grading_throughput.json."
     )
     parser.add_argument(
-        "--class-dir", help="write a one-student class of the 11 solutions here and stop"
+        "--class-dir", help="write a class of students holding every solution here and stop"
+    )
+    parser.add_argument(
+        "--students", type=int, default=1, help="students in the class --class-dir writes"
     )
     parser.add_argument("--data", default=DATA)
     args = parser.parse_args(argv)
     if args.class_dir:
-        print(make_class(args.class_dir))
+        print(make_class(args.class_dir, args.students))
         return 0
     print(json.dumps(summary(args.data), indent=1))
     return 0
