@@ -9,7 +9,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env book test check bench exercises clean cluster-start cluster-stop newcomer-check
+.PHONY: help env book test check bench exercises lab clean cluster-start cluster-stop newcomer-check container-check
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
@@ -17,7 +17,9 @@ help:
 	@echo "make check  - print what Horovod was built with and run it on 2 ranks"
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
+	@echo "make lab    - JupyterLab on the course: lessons open as notebooks (LAB_ARGS='--port N --token T --ip A')"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
+	@echo "make container-check - (root) build container/Containerfile with Podman and run make check + lesson 03 in it"
 	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
 env:
@@ -38,6 +40,10 @@ bench: env
 exercises: env
 	$(PY) -m hvdcourse.course.exercises.generate
 
+# Ctrl-C stops the lab, its kernels and their MPI engines
+lab: env
+	$(PY) -m hvdcourse.course.lab $(LAB_ARGS)
+
 cluster-start: env
 	@bash tools/local_cluster_start.sh
 
@@ -46,6 +52,9 @@ cluster-stop:
 
 newcomer-check:
 	@bash tools/debian13_check.sh
+
+container-check:
+	@bash tools/container_check.sh
 
 clean:
 	rm -rf _build .pytest_cache
