@@ -6,9 +6,9 @@ ring-allreduce*) as a notebook on the course's kernel and runs its code cells 1-
 Selected Cell" on cell 9): the set-up cells, the cell that starts 2 MPI engines, the ring-allreduce
 ``%%px`` cell (mpi4py) and the Horovod ``%%px`` cell (``hvd.allreduce`` on the 2 ranks). The rest of
 the lesson (an alpha-beta measurement that exchanges messages up to 8 MB 20 times each, and the cell
-that stops the engines) is left out: the whole lesson took 142 s on this loaded 2-core machine, the
-first 8 cells 89 s. Ctrl-C (SIGINT) then stops the lab with its engines still running, which is the
-case the lab's clean-up must handle.
+that stops the engines) is left out: run from the lab on the course's 2-core machine (shared, load
+average about 25) the whole lesson took 142 s, its first 8 cells 89-138 s. Ctrl-C (SIGINT) then
+stops the lab with its engines still running, which is the case the lab's clean-up must handle.
 
 The browser's lab state (settings, workspaces, runtime files, IPython profile) lives in the test's
 temporary folder; autosave is off, so the lesson file is never rewritten.
