@@ -9,7 +9,7 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env gpu book test check bench exercises clean cluster-start cluster-stop newcomer-check lab-cluster
+.PHONY: help env gpu book test check bench exercises lab clean cluster-start cluster-stop newcomer-check lab-cluster container-check
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
@@ -18,8 +18,10 @@ help:
 	@echo "make gpu    - (NVIDIA GPU + CUDA toolkit) Horovod with PyTorch and NCCL in .venv-gpu; GPU_DRY_RUN=1: print the build only"
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
 	@echo "make exercises - regenerate exercises/ and solutions/ from their sources"
+	@echo "make lab    - JupyterLab on the course: lessons open as notebooks (LAB_ARGS='--port N --token T --ip A')"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
 	@echo "make lab-cluster INVENTORY=ansible/inventory.ini - (instructors) the course lab on your nodes (ansible/README.md)"
+	@echo "make container-check - (root) build container/Containerfile with Podman and run make check + lesson 03 in it"
 	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
 env:
@@ -46,6 +48,10 @@ bench: env
 exercises: env
 	$(PY) -m hvdcourse.course.exercises.generate
 
+# Ctrl-C stops the lab, its kernels and their MPI engines
+lab: env
+	$(PY) -m hvdcourse.course.lab $(LAB_ARGS)
+
 cluster-start: env
 	@bash tools/local_cluster_start.sh
 
@@ -60,6 +66,9 @@ lab-cluster:
 	@command -v ansible-playbook >/dev/null || { echo "lab-cluster: no ansible-playbook. Install it: sudo apt-get install ansible-core" >&2; exit 1; }
 	@test -f "$(INVENTORY)" || { echo "lab-cluster: no inventory $(INVENTORY). Copy ansible/inventory.example.ini and put in your nodes (ansible/README.md)" >&2; exit 1; }
 	cd ansible && ansible-playbook -i "$(abspath $(INVENTORY))" site.yml $(ANSIBLE_ARGS)
+
+container-check:
+	@bash tools/container_check.sh
 
 clean:
 	rm -rf _build .pytest_cache
