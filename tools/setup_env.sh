@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command environment for the course (called by `make env`, hence by `make book` / `make test`).
 #   1. checks the interpreter (TensorFlow 2.20 has wheels for Python 3.10-3.13);
-#   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser);
+#   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser,
+#      Prometheus and its node exporter);
 #   3. creates/reuses the virtual environment and installs the pinned requirements;
 #   4. compiles Horovod 0.28.1 (TensorFlow + PyTorch + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
 #      after applying the course's patches (patches/horovod-0.28.1/, see tools/patch_horovod.sh),
@@ -18,7 +19,7 @@ PYTHON="${PYTHON:-python3}"
 HOROVOD_VERSION="0.28.1"
 CACHE_DIR="${HVDCOURSE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdcourse}"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
-              graphviz chromium shellcheck procps)
+              graphviz chromium shellcheck procps prometheus prometheus-node-exporter)
 
 die() { echo "setup: ERROR: $*" >&2; exit 1; }
 say() { echo "setup: $*"; }

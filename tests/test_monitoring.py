@@ -1,0 +1,152 @@
+"""Live metrics of a 2-rank run, scraped by a real Prometheus (hvdcourse.examples.live_metrics,
+hvdcourse.course.monitoring; lesson: Watch a training run: Prometheus and a straggler).
+
+One module-scoped run: Prometheus and the node exporter on this machine, a 2-rank train_hvd with
+``--metrics-port`` and rank 1 slowed down for its second half, the ranks' endpoints read while it
+trains, Prometheus queried after it."""
+
+import re
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from hvdcourse.course import faults, monitoring
+from hvdcourse.examples.live_metrics import TRAINING_METRICS
+from hvdcourse.runtime.errors import MissingToolError, error_line
+from hvdcourse.runtime.launch import run_ranks
+
+MARKER = "HVDCOURSE_MONITORING_TEST"
+STEPS, SLOW_FROM, SLOW_SECONDS = 40, 21, 0.2  # 2 epochs of 20 steps; rank 1 slow in the second
+
+
+def read_endpoints(ports, texts, stop):
+    """Keep the last text each port served, until ``stop`` is set."""
+    while not stop.is_set():
+        for port in ports:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as r:
+                    texts[port] = r.read().decode()
+            except OSError:
+                pass
+        stop.wait(0.3)
+
+
+def sample(text, name, rank, opening="{"):
+    """The value of ``name{rank="<rank>"}`` in a scraped text (``name`` may end with other labels)."""
+    found = re.search(rf'^{re.escape(name + opening)}rank="{rank}"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else None
+
+
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory):
+    work = tmp_path_factory.mktemp("monitoring")
+    ports = monitoring.free_port_block(2)
+    texts, stop = {}, threading.Event()
+    marker = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MARKER, marker)  # Prometheus, the node exporter and the ranks inherit it
+        with monitoring.Prometheus(rank_ports=ports) as prom:
+            reader = threading.Thread(target=read_endpoints, args=(ports, texts, stop), daemon=True)
+            reader.start()
+            start = time.time()
+            run = run_ranks(
+                [
+                    sys.executable,
+                    "-m",
+                    "hvdcourse.course.faults",
+                    "hvdcourse.examples.train_hvd",
+                    "--epochs",
+                    "2",
+                    "--max-steps",
+                    str(STEPS // 2),
+                    "--warmup-epochs",
+                    "0",
+                    "--metrics-port",
+                    str(ports[0]),
+                ],
+                np=2,
+                launcher="mpirun",
+                timeout=300,
+                cwd=str(work),
+                env={
+                    "HVDCOURSE_SLOW_RANK": "1",
+                    "HVDCOURSE_SLOW_FROM_STEP": str(SLOW_FROM),
+                    "HVDCOURSE_SLOW_SECONDS": str(SLOW_SECONDS),
+                },
+            )
+            end = time.time()
+            stop.set()
+            reader.join()
+            names = "|".join(TRAINING_METRICS)
+            series = prom.query_range(
+                f'{{job="ranks", __name__=~"({names})(_sum)?"}}', start, end, step=1
+            )
+            node_cpu = prom.query_range("node_cpu_seconds_total", start, end, step=1)
+        left = faults.leftover_processes(MARKER, marker, wait=10)
+    return SimpleNamespace(
+        run=run,
+        ports=ports,
+        texts=texts,
+        series=series,
+        node_cpu=node_cpu,
+        folder_gone=prom.folder is None,
+        left=left,
+    )
+
+
+def test_the_monitored_run_trains(monitored):
+    assert monitored.run.ok, monitored.run.output[-3000:]
+
+
+def test_each_rank_serves_the_four_training_metrics_on_base_plus_its_rank(monitored):
+    for rank, port in enumerate(monitored.ports):
+        text = monitored.texts.get(port, "")
+        for name in ("hvdcourse_images_per_second", "hvdcourse_loss"):
+            assert sample(text, name, rank) is not None, (port, name, text[-800:])
+        for name in ("hvdcourse_step_seconds", "hvdcourse_allreduce_wait_seconds"):
+            assert sample(text, name + "_count", rank) > 0, (port, name, text[-800:])
+
+
+def test_the_fast_rank_waits_in_allreduce_for_the_slow_one(monitored):
+    # steps in which a rank waited more than half of rank 1's extra sleep (the histogram's buckets)
+    long_waits = [
+        sample(text, "hvdcourse_allreduce_wait_seconds_count", rank)
+        - sample(text, 'hvdcourse_allreduce_wait_seconds_bucket{le="0.1"', rank, ",")
+        for rank, text in enumerate(monitored.texts[port] for port in monitored.ports)
+    ]
+    slow_steps = STEPS - SLOW_FROM + 1
+    # rank 0 waits for rank 1 in (nearly) every slow step; rank 1 for rank 0 only by chance
+    assert long_waits[0] - long_waits[1] >= slow_steps / 2, long_waits
+
+
+def test_prometheus_returns_every_training_metric_for_each_rank(monitored):
+    frame = monitored.series
+    assert len(frame), "Prometheus returned no series of the ranks"
+    names = {name.removesuffix("_sum") for name in frame["__name__"]}
+    assert names == set(TRAINING_METRICS)
+    for name, per_metric in frame.groupby(frame["__name__"].str.removesuffix("_sum")):
+        assert set(per_metric["rank"]) == {"0", "1"}, name
+
+
+def test_prometheus_scrapes_this_machine_through_the_node_exporter(monitored):
+    frame = monitored.node_cpu
+    assert {"idle", "user", "system"} <= set(frame["mode"])
+
+
+def test_nothing_is_left_running_afterwards(monitored):
+    assert monitored.left == []
+    assert monitored.folder_gone
+
+
+def test_a_missing_prometheus_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MissingToolError) as err:
+        monitoring.Prometheus()
+    line = error_line(err.value)
+    assert "\n" not in line
+    assert "'prometheus' is not installed" in line and "apt-get install prometheus" in line
