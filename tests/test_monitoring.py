@@ -71,7 +71,7 @@ def monitored(tmp_path_factory):
                 ],
                 np=2,
                 launcher="mpirun",
-                timeout=300,
+                timeout=600,
                 cwd=str(work),
                 env={
                     "HVDCOURSE_SLOW_RANK": "1",
@@ -82,7 +82,7 @@ def monitored(tmp_path_factory):
             end = time.time()
             stop.set()
             reader.join()
-            names = "|".join(TRAINING_METRICS)
+            names = "|".join((*TRAINING_METRICS, "process_cpu_seconds_total"))
             series = prom.query_range(
                 f'{{job="ranks", __name__=~"({names})(_sum)?"}}', start, end, step=1
             )
@@ -124,11 +124,11 @@ def test_the_fast_rank_waits_in_allreduce_for_the_slow_one(monitored):
     assert long_waits[0] - long_waits[1] >= slow_steps / 2, long_waits
 
 
-def test_prometheus_returns_every_training_metric_for_each_rank(monitored):
+def test_prometheus_returns_every_training_metric_and_the_cpu_time_for_each_rank(monitored):
     frame = monitored.series
     assert len(frame), "Prometheus returned no series of the ranks"
     names = {name.removesuffix("_sum") for name in frame["__name__"]}
-    assert names == set(TRAINING_METRICS)
+    assert names == {*TRAINING_METRICS, "process_cpu_seconds_total"}
     for name, per_metric in frame.groupby(frame["__name__"].str.removesuffix("_sum")):
         assert set(per_metric["rank"]) == {"0", "1"}, name
 

@@ -16,7 +16,8 @@ scrape it). Every series carries the label ``rank``:
                                             the wait for the slowest rank to send its gradients
 ==========================================  ================================================================
 
-and the process' own ``process_cpu_seconds_total``, ``process_resident_memory_bytes``, ... .
+and the process' own ``process_cpu_seconds_total``, ``process_resident_memory_bytes``, ... (with the
+label ``rank`` too).
 
 The allreduce wait is measured inside the compiled training step: :func:`time_allreduce` wraps the
 function through which Horovod's ``DistributedOptimizer`` (and ``DistributedGradientTape``) reduce the
@@ -60,7 +61,7 @@ class RankMetrics:
 
         self.port, self.rank = port, rank
         self.registry = registry = CollectorRegistry()
-        ProcessCollector(registry=registry)
+        registry.register(WithRank(ProcessCollector(registry=None), rank))
         label = {"labelnames": ["rank"], "registry": registry}
         who = str(rank)
         self.images = Counter("hvdcourse_images", "images trained on", **label).labels(who)
@@ -103,6 +104,23 @@ class RankMetrics:
         """Stop serving (the server thread is a daemon: a process that exits needs no call)."""
         self.server.shutdown()
         self.server.server_close()
+
+
+class WithRank:
+    """A collector that adds ``rank="<rank>"`` to every sample of ``inner`` (the process' CPU time
+    and memory, which ``prometheus_client`` serves without labels), so that every series a rank
+    serves can be grouped by rank."""
+
+    def __init__(self, inner, rank: int):
+        self.inner, self.rank = inner, str(rank)
+
+    def collect(self):
+        for family in self.inner.collect():
+            family.samples = [
+                sample._replace(labels={**sample.labels, "rank": self.rank})
+                for sample in family.samples
+            ]
+            yield family
 
 
 def serve(base_port: int, rank: int, local_rank: int) -> RankMetrics:
