@@ -21,19 +21,22 @@ from hvdcourse.runtime.errors import MissingToolError, error_line
 from hvdcourse.runtime.launch import run_ranks
 
 MARKER = "HVDCOURSE_MONITORING_TEST"
-STEPS, SLOW_FROM, SLOW_SECONDS = 40, 21, 0.2  # 2 epochs of 20 steps; rank 1 slow in the second
+STEPS, SLOW_FROM, SLOW_SECONDS = 50, 26, 0.2  # 2 epochs of 25 steps; rank 1 slow in the second
 
 
-def read_endpoints(ports, texts, stop):
-    """Keep the last text each port served, until ``stop`` is set."""
+def read_endpoints(ports, snapshots, stop):
+    """Append ``{port: text}`` of every port, several times a second, until ``stop`` is set."""
     while not stop.is_set():
+        texts = {}
         for port in ports:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as r:
                     texts[port] = r.read().decode()
             except OSError:
                 pass
-        stop.wait(0.3)
+        if len(texts) == len(ports):
+            snapshots.append(texts)
+        stop.wait(0.1)
 
 
 def sample(text, name, rank, opening="{"):
@@ -46,12 +49,14 @@ def sample(text, name, rank, opening="{"):
 def monitored(tmp_path_factory):
     work = tmp_path_factory.mktemp("monitoring")
     ports = monitoring.free_port_block(2)
-    texts, stop = {}, threading.Event()
+    snapshots, stop = [], threading.Event()
     marker = uuid.uuid4().hex
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MARKER, marker)  # Prometheus, the node exporter and the ranks inherit it
         with monitoring.Prometheus(rank_ports=ports) as prom:
-            reader = threading.Thread(target=read_endpoints, args=(ports, texts, stop), daemon=True)
+            reader = threading.Thread(
+                target=read_endpoints, args=(ports, snapshots, stop), daemon=True
+            )
             reader.start()
             start = time.time()
             run = run_ranks(
@@ -91,7 +96,8 @@ def monitored(tmp_path_factory):
     return SimpleNamespace(
         run=run,
         ports=ports,
-        texts=texts,
+        snapshots=snapshots,
+        texts=snapshots[-1] if snapshots else {},
         series=series,
         node_cpu=node_cpu,
         folder_gone=prom.folder is None,
@@ -113,15 +119,25 @@ def test_each_rank_serves_the_four_training_metrics_on_base_plus_its_rank(monito
 
 
 def test_the_fast_rank_waits_in_allreduce_for_the_slow_one(monitored):
-    # steps in which a rank waited more than half of rank 1's extra sleep (the histogram's buckets)
-    long_waits = [
-        sample(text, "hvdcourse_allreduce_wait_seconds_count", rank)
-        - sample(text, 'hvdcourse_allreduce_wait_seconds_bucket{le="0.1"', rank, ",")
-        for rank, text in enumerate(monitored.texts[port] for port in monitored.ports)
+    def at(snapshot, name, rank):
+        return sample(snapshot[monitored.ports[rank]], name, rank) or 0.0
+
+    steps = "hvdcourse_step_seconds_count"
+    # the last reading before rank 1 slowed down, after the first step (which waits for the slower
+    # of the two ranks to build its training function)
+    before = [
+        s for s in monitored.snapshots if 1 <= at(s, steps, 1) < SLOW_FROM and at(s, steps, 0)
     ]
-    slow_steps = STEPS - SLOW_FROM + 1
-    # rank 0 waits for rank 1 in (nearly) every slow step; rank 1 for rank 0 only by chance
-    assert long_waits[0] - long_waits[1] >= slow_steps / 2, long_waits
+    assert before, "no reading of the endpoints between the first step and the slowdown"
+    waited = [
+        at(monitored.snapshots[-1], "hvdcourse_allreduce_wait_seconds_sum", rank)
+        - at(before[-1], "hvdcourse_allreduce_wait_seconds_sum", rank)
+        for rank in (0, 1)
+    ]
+    slow_steps = at(monitored.snapshots[-1], steps, 1) - SLOW_FROM + 1
+    # rank 1 starts each slow step SLOW_SECONDS late: rank 0 waits that much longer in the allreduce
+    # (a loaded machine adds waits to both ranks alike)
+    assert waited[0] - waited[1] > 0.5 * SLOW_SECONDS * slow_steps, (waited, slow_steps)
 
 
 def test_prometheus_returns_every_training_metric_and_the_cpu_time_for_each_rank(monitored):
