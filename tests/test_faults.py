@@ -104,6 +104,22 @@ def test_unknown_fault_mode_is_refused_with_the_choices():
         )
 
 
+def test_slow_rank_sleeps_before_each_step_from_the_given_one_and_only_on_that_rank():
+    env = {
+        "HVDCOURSE_SLOW_RANK": "1",
+        "HVDCOURSE_SLOW_FROM_STEP": "2",
+        "HVDCOURSE_SLOW_SECONDS": "0.05",
+    }
+    assert faults.callbacks_from_env(rank=0, environ=env, framework="torch") == []
+    (slow,) = faults.callbacks_from_env(rank=1, environ=env, framework="torch")
+    took = []
+    for _ in range(3):
+        start = time.monotonic()
+        slow.on_train_batch_begin(0, None, None)
+        took.append(time.monotonic() - start)
+    assert took[0] < 0.05 <= min(took[1:])
+
+
 def test_crash_callback_raises_after_the_given_step():
     callback = faults.fault_callback(rank=0, at_step=2, mode="crash")
     callback.on_train_batch_end(0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command environment for the course (called by `make env`, hence by `make book` / `make test`).
 #   1. checks the interpreter (TensorFlow 2.20 has wheels for Python 3.10-3.13);
-#   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser);
+#   2. as root on Debian/Ubuntu, installs the system packages (OpenMPI, compilers, Slurm, munge, browser,
+#      Prometheus and its node exporter);
 #   3. creates/reuses the virtual environment and installs the pinned requirements;
 #   4. compiles Horovod 0.28.1 (TensorFlow + PyTorch + MPI + Gloo) once into a wheel cached OUTSIDE the clone,
 #      after applying the course's patches (patches/horovod-0.28.1/, see tools/patch_horovod.sh),
@@ -20,7 +21,7 @@ SETUP_NAME=setup
 # shellcheck source=tools/setup_lib.sh
 source "$ROOT/tools/setup_lib.sh"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
-              graphviz chromium shellcheck procps ansible-core)
+              graphviz chromium shellcheck procps ansible-core prometheus prometheus-node-exporter)
 
 # 1. Python version ---------------------------------------------------------------------------------
 GET_PYTHON="get one with 'uv python install 3.12' (then make PYTHON=\$(uv python find 3.12)) or your system's python3.12 package"

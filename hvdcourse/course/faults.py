@@ -15,6 +15,11 @@ nothing, so the trainers themselves contain no fault-injection code.
 like the OOM killer or a lost node), ``exit`` (exit code 3 without Python clean-up) or ``hang``
 (stop taking part and sleep: only the stall check can end that).
 
+A rank can also be made a straggler rather than fail (lesson: Watch a training run: Prometheus and a
+straggler): ``HVDCOURSE_SLOW_RANK=1 HVDCOURSE_SLOW_FROM_STEP=100 HVDCOURSE_SLOW_SECONDS=0.1`` makes
+rank 1 sleep 0.1 s at the start of every step from its 100th on, as a rank held up by a slow disk,
+a noisy neighbour or a throttled CPU would be; the others then wait for it in every allreduce.
+
 ``HVDCOURSE_PRINT_STATE=1`` adds, on every rank, a callback that prints the rank's training state at
 the start of its first step; :func:`compare_resume` uses it to show that a resumed run starts, on
 every rank, from rank 0's restored state, and ends as an uninterrupted run does.
@@ -84,6 +89,37 @@ def fault_callback(rank: int, at_step: int, mode: str = "crash", framework: str 
     return FaultInjection()
 
 
+def slow_callback(rank: int, from_step: int, seconds: float, framework: str = "keras"):
+    """A callback that makes this process (rank ``rank``) a straggler: from training step
+    ``from_step`` on (counted over all epochs, from 1), it sleeps ``seconds`` at the start of every step.
+
+    It prints one line when the slowing starts. ``framework`` as in :func:`fault_callback`.
+    """
+
+    class Slow:
+        steps = 0
+
+        def on_train_batch_begin(self, *_args, **_kwargs):
+            self.steps += 1
+            if self.steps == from_step:
+                print(
+                    f"[hvdcourse.faults] rank {rank}: slowed down by {seconds:g} s per step "
+                    f"from step {from_step}",
+                    flush=True,
+                )
+            if self.steps >= from_step:
+                time.sleep(seconds)
+
+    if framework == "torch":
+        return Slow()
+    import tensorflow as tf
+
+    class SlowRank(Slow, tf.keras.callbacks.Callback):
+        pass
+
+    return SlowRank()
+
+
 def state_probe_callback(rank: int, framework: str = "keras"):
     """A callback that prints and reports this rank's training state when its first step begins.
 
@@ -138,7 +174,8 @@ def callbacks_from_env(rank=None, environ=None, framework: str = "keras") -> lis
     """``[FaultInjection]`` as set by the ``HVDCOURSE_FAIL_*`` variables, or ``[]`` when none is set.
 
     ``rank``: this process's rank (default: the one its launcher announced in the environment).
-    With ``HVDCOURSE_PRINT_STATE=1``, a :func:`state_probe_callback` comes first.
+    With ``HVDCOURSE_PRINT_STATE=1``, a :func:`state_probe_callback` comes first; with
+    ``HVDCOURSE_SLOW_RANK``, a :func:`slow_callback` next (on that rank).
     """
     environ = os.environ if environ is None else environ
     me = launcher_rank(environ) if rank is None else rank
@@ -147,6 +184,7 @@ def callbacks_from_env(rank=None, environ=None, framework: str = "keras") -> lis
         if environ.get("HVDCOURSE_PRINT_STATE", "") == "1"
         else []
     )
+    probe += _slow_from_env(me, environ, framework)
     target = environ.get("HVDCOURSE_FAIL_RANK", "")
     if not target:
         return probe
@@ -161,6 +199,25 @@ def callbacks_from_env(rank=None, environ=None, framework: str = "keras") -> lis
     if mode not in MODES:
         raise ValueError(f"HVDCOURSE_FAIL_MODE={mode!r} is not one of {', '.join(MODES)}")
     return probe + ([fault_callback(target, at_step, mode, framework)] if me == target else [])
+
+
+def _slow_from_env(me: int, environ, framework: str) -> list:
+    """``[slow_callback]`` for this rank as ``HVDCOURSE_SLOW_RANK``, ``HVDCOURSE_SLOW_FROM_STEP`` (default
+    1) and ``HVDCOURSE_SLOW_SECONDS`` (default 0.1) say, or ``[]``."""
+    target = environ.get("HVDCOURSE_SLOW_RANK", "")
+    if not target:
+        return []
+    try:
+        target, from_step = int(target), int(environ.get("HVDCOURSE_SLOW_FROM_STEP", "1"))
+        seconds = float(environ.get("HVDCOURSE_SLOW_SECONDS", "0.1"))
+    except ValueError:
+        raise ValueError(
+            "HVDCOURSE_SLOW_RANK and HVDCOURSE_SLOW_FROM_STEP must be integers and "
+            "HVDCOURSE_SLOW_SECONDS a number, got "
+            f"{environ.get('HVDCOURSE_SLOW_RANK')!r}, {environ.get('HVDCOURSE_SLOW_FROM_STEP')!r} "
+            f"and {environ.get('HVDCOURSE_SLOW_SECONDS')!r}"
+        ) from None
+    return [slow_callback(target, from_step, seconds, framework)] if me == target else []
 
 
 def run_with_fault(

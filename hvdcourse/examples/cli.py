@@ -26,6 +26,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def port_number(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {text}")
+    return value
+
+
 class OneWriteParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage error is ONE write to stderr. argparse writes the usage and the
     error line apart; when srun or mpirun ends a job as soon as a rank exits, the second write can be
@@ -36,12 +43,13 @@ class OneWriteParser(argparse.ArgumentParser):
 
 
 def training_parser(
-    description: str, checkpoints: bool = True, warmup: bool = True
+    description: str, checkpoints: bool = True, warmup: bool = True, live_metrics: bool = False
 ) -> argparse.ArgumentParser:
     """The options every trainer shares, with the same names so the scripts read alike.
 
     ``checkpoints=False`` leaves out ``--checkpoint-dir`` and ``--no-resume`` (``train_elastic`` keeps
-    its state in memory); ``warmup=False`` leaves out ``--warmup-epochs``.
+    its state in memory); ``warmup=False`` leaves out ``--warmup-epochs``; ``live_metrics=True`` adds
+    ``--metrics-port`` (for the trainers that serve :mod:`hvdcourse.examples.live_metrics`).
     """
     p = OneWriteParser(description=description)
     p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
@@ -104,6 +112,15 @@ def training_parser(
         metavar="FILE",
         help="write the final metrics as JSON (Horovod: rank 0 only)",
     )
+    if live_metrics:
+        p.add_argument(
+            "--metrics-port",
+            type=port_number,
+            default=None,
+            metavar="BASE",
+            help="serve live metrics for Prometheus: each rank on port BASE + its local rank "
+            "(default: off)",
+        )
     return p
 
 

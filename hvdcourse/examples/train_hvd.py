@@ -15,9 +15,9 @@ def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.course.timeline`)."""
     from hvdcourse.examples.cli import training_parser
 
-    args = training_parser("Train the course's MNIST CNN with Horovod on N workers.").parse_args(
-        argv
-    )
+    args = training_parser(
+        "Train the course's MNIST CNN with Horovod on N workers.", live_metrics=True
+    ).parse_args(argv)
 
     import tensorflow as tf
     import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour of the API
@@ -58,6 +58,14 @@ def main(argv=None, callbacks=()) -> int:
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
     # Horovod: create Adam's state now, to restore and broadcast it
     optimizer.build(model.trainable_variables)
+    if args.metrics_port is not None:  # live metrics for Prometheus (off by default)
+        from hvdcourse.examples import live_metrics
+
+        # Horovod: one port per rank of a node
+        served = live_metrics.serve(args.metrics_port, hvd.rank(), hvd.local_rank())
+        # Horovod: time the gradients' allreduce inside the step
+        waited = live_metrics.time_allreduce(optimizer)
+        callbacks = (*callbacks, live_metrics.keras_callback(served, args.batch_size, waited))
 
     callbacks = [
         # Horovod: rank 0's state to all after batch 1
