@@ -118,7 +118,8 @@ def test_a_trainer_that_srun_cannot_start_is_refused_before_submitting():
     assert proc.returncode == 2 and "[dry-run]" not in proc.stdout
     assert proc.stderr.strip() == (
         "[hvdcourse] ERROR: HVD_TRAINER=train_torch_ddp: this job runs one of train_hvd train_tape "
-        "train_torch_hvd (srun gives them their ranks; DDP needs torchrun)"
+        "train_torch_hvd (srun gives them their ranks; DDP needs torchrun; train_ray_tf "
+        "train_ray_torch run in slurm/ray.sbatch)"
     )
 
 
