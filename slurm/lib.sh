@@ -127,19 +127,21 @@ start_ray_cluster() {
   local nodes head ip port n="${SLURM_JOB_NUM_NODES:-1}"
   local cpus="${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}"
   if is_dry_run; then
-    nodes=(NODE1 NODE2) head=NODE1 ip=HEAD_IP port=PORT n=2
+    nodes=(NODE1 NODE2) head=NODE1 ip=HEAD_IP port=PORT n=2 RAY_TMPDIR=/tmp/ray-JOBID-XXXXXX
   else
+    # a folder of this job (job ids repeat across clusters: never reuse another job's folder)
+    RAY_TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/ray-${SLURM_JOB_ID:-0}-XXXXXX")"
     mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST:?not in a Slurm job}")
     head="${nodes[0]}"
     ip="$(python -c 'from ray.util import get_node_ip_address as ip; print(ip())')" \
       || hvd_die "cannot import ray: install ray[train] (requirements.txt) in the job's environment"
     port="$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')"
   fi
-  export RAY_ADDRESS="$ip:$port" RAY_TMPDIR="${RAY_TMPDIR:-/tmp/ray-${SLURM_JOB_ID:-$$}}"
+  export RAY_ADDRESS="$ip:$port" RAY_TMPDIR
   # --block: the step lasts as long as the node, and ending it ends every Ray process of the node
   local common=(--block --num-cpus="$cpus" --temp-dir="$RAY_TMPDIR" --disable-usage-stats
                 --dashboard-agent-listen-port=0)
-  # the node name that Slurm gave the step, then the Ray node (its log: $RAY_TMPDIR.*.log)
+  # the node name that Slurm gave the step, then the Ray node (its log: $RAY_TMPDIR/start-*.log)
   # shellcheck disable=SC2016  # expanded by the step's bash, on its node
   local say='echo "[ray] $SLURMD_NODENAME: starting a Ray $0 node"; exec "$@"'
   local head_step=(srun --nodes=1 --ntasks=1 --cpus-per-task="$cpus" -w "$head" bash -c "$say" head
@@ -154,15 +156,15 @@ start_ray_cluster() {
   trap stop_ray_cluster EXIT
   trap 'exit 143' TERM INT
   echo "[ray] head on $head at $RAY_ADDRESS; $((n - 1)) worker node(s); $cpus CPU(s) per node"
-  "${head_step[@]}" > "$RAY_TMPDIR.head.log" 2>&1 &
+  "${head_step[@]}" > "$RAY_TMPDIR/start-head.log" 2>&1 &
   RAY_STEPS+=($!)
   wait_ray_nodes 1  # a worker node that starts before the head has registered gives up
   if [ "$n" -gt 1 ]; then
-    "${worker_step[@]}" > "$RAY_TMPDIR.workers.log" 2>&1 &
+    "${worker_step[@]}" > "$RAY_TMPDIR/start-workers.log" 2>&1 &
     RAY_STEPS+=($!)
     wait_ray_nodes "$n"
   fi
-  grep -h '^\[ray\]' "$RAY_TMPDIR".*.log
+  grep -h '^\[ray\]' "$RAY_TMPDIR"/start-*.log
 }
 
 # wait_ray_nodes N: until N Ray nodes have joined; stop the job with the start logs if a Ray
@@ -173,7 +175,7 @@ wait_ray_nodes() {
       && [ "$joined" -ge "$1" ]; do
     for pid in "${RAY_STEPS[@]}"; do
       kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] && continue
-      cat "$RAY_TMPDIR".*.log >&2
+      cat "$RAY_TMPDIR"/start-*.log >&2
       hvd_die "the Ray cluster did not reach $1 node(s) (${joined:-0} joined after $((SECONDS - deadline + ${RAY_START_TIMEOUT:-120})) s); its start logs are above"
     done
     sleep 2
@@ -188,6 +190,7 @@ stop_ray_cluster() {
   for pid in "${RAY_STEPS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${RAY_STEPS[@]}"; do wait "$pid" 2>/dev/null || true; done
   RAY_STEPS=()
+  rm -rf "$RAY_TMPDIR"  # this node's copy: Ray's sessions and logs of this job
   echo "[ray] Ray cluster stopped"
 }
 
