@@ -252,3 +252,18 @@ def test_select_gpu_outside_srun_says_so():
         ["slurm/select-gpu", "true"], cwd=ROOT, capture_output=True, text=True, timeout=20, env=env
     )
     assert proc.returncode != 0 and "runs under srun" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_ray_trainer_submits_the_ray_job_which_starts_a_ray_cluster_before_the_script():
+    out = dry_run("cpu", "--", "--epochs", "2", env={"HVD_TRAINER": "train_ray_tf"})
+    lines = out.splitlines()
+    assert lines[0].startswith("[dry-run] sbatch ") and lines[0].endswith(
+        "slurm/ray.sbatch --epochs 2"
+    )
+    head, workers = [line for line in lines if line.startswith("[dry-run] srun ")]
+    assert "-w NODE1" in head and "ray start --head" in head
+    assert "--include-dashboard=false" in head and "--num-cpus=1 " in head and "--block" in head
+    assert "--exclude=NODE1" in workers and "ray start --address=HEAD_IP:PORT" in workers
+    python = "[dry-run] python -m hvdcourse.examples.train_ray_tf --address HEAD_IP:PORT --workers"
+    assert lines.index(f"{python} NODES --epochs 2") > lines.index(workers)
