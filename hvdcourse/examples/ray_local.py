@@ -18,13 +18,16 @@ import time
 import uuid
 
 from hvdcourse.runtime import processes
+from hvdcourse.runtime.errors import RunFailed
 
 # set in this process while a local Ray instance runs; every process Ray starts inherits it
 MARKER = "HVDCOURSE_RAY_SESSION"
-# Ray 2.60 asks for a token it writes to ~/.ray unless told not to; a local private instance needs none
-# a busy machine can miss the 30 s Ray 2.60 allows its raylet to register (hard-coded): start again
+# On a busy machine (load average far above the cores) Ray 2.60's raylet can abort at start: it waits
+# a fixed time for its dashboard agent (started even without a dashboard) to report its ports, and
+# ray.init says "timed out during startup". Another start usually succeeds.
 STARTS = 3
-QUIET_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_DEDUP_LOGS": "0"}
+# Ray 2.60 asks for a token it writes to ~/.ray unless told not to; a local private instance needs none
+QUIET_ENV = {"RAY_AUTH_MODE": "disabled"}
 
 
 def leftovers(token: str) -> list:
@@ -56,9 +59,15 @@ def session(num_cpus: int, address: str | None = None):
             try:
                 ray.init(**init, log_to_driver=True, configure_logging=False)
                 break
-            except Exception as err:  # Ray gives its raylet a fixed 30 s to register
-                if "timed out during startup" not in str(err) or attempt == STARTS:
+            except Exception as err:  # Ray's fixed start-up limits (STARTS)
+                if "timed out during startup" not in str(err):
                     raise
+                if attempt == STARTS:
+                    raise RunFailed(
+                        f"Ray did not start in {STARTS} tries ({err}) with a load average of "
+                        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; run again when the "
+                        "machine is less busy"
+                    ) from None
                 print(f"[ray_local] {err} Starting again ({attempt + 1}/{STARTS}).", flush=True)
                 ray.shutdown()
                 if token is not None:

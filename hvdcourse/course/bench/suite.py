@@ -14,12 +14,16 @@
 * ``frameworks.json``: PyTorch + Horovod (Gloo, MPI) and PyTorch DDP (Gloo, torchrun) at 1 and 2 ranks,
   beside Keras + Horovod measured in the same run (same model, data and per-rank batch), with the
   ratios: PyTorch+Horovod / DDP at 2 ranks, 2-rank scaling efficiency of each (against its own run at
-  1 rank), PyTorch / Keras.
+  1 rank), PyTorch / Keras;
+* ``ray.json``: the source benchmark's three tables rerun (:mod:`hvdcourse.course.bench.side_by_side`):
+  training time, test accuracy and images/s of Horovod, the framework's own strategy (MWMS, DDP) and
+  Ray Train, Keras and PyTorch, at 1 and 2 workers, batch 32 and 128, whole training runs of the
+  learner scripts; and Ray Train at 2 workers as a ratio beside each peer.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
 goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
 tiny version (tests); ``--only`` picks parts (``--only frameworks`` measures the PyTorch comparison
-alone and leaves the other files as they are). Other work on the machine makes the numbers noisy: the
+alone and leaves the other files as they are; ``--only ray`` the Ray Train comparison). Other work on the machine makes the numbers noisy: the
 load average before each run is recorded next to it.
 """
 
@@ -33,11 +37,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hvdcourse.course.bench import machine, results
+from hvdcourse.course.bench import machine, results, side_by_side
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
-PARTS = ("main", "tuning", "allreduce", "frameworks")
+PARTS = ("main", "tuning", "allreduce", "frameworks", "ray")
 # modes measured by hvdcourse.course.bench.torch_throughput (the others by ...bench.throughput)
 TORCH_MODES = ("torch", "torch-hvd", "ddp")
 BATCH = 256  # per-rank batch of the main comparison (the batch sweep shows why)
@@ -423,6 +427,9 @@ def quick_configs() -> dict:
             if c.label in ("hvd-2ranks-mpi", "torch-hvd-1rank", "torch-hvd-2ranks-gloo")
             or c.mode == "ddp"
         ],
+        # none: each Ray run starts a Ray instance (tens of seconds); tests/test_train_ray.py runs
+        # the two Ray scripts, tests/bench/test_side_by_side.py the part on a few quick runs
+        "ray": {},
     }
 
 
@@ -644,6 +651,12 @@ def run_suite(
             "ladder": ladder_configs(),
             "sweeps": sweep_configs(),
             "frameworks": framework_configs(),
+            "ray": {
+                "frameworks": side_by_side.KERAS + side_by_side.TORCH,
+                "batches": side_by_side.BATCHES,
+                "workers": side_by_side.WORKERS,
+                "epochs": side_by_side.EPOCHS,
+            },
         }
     )
     settings = dataclasses.replace(settings, nice=os.getpriority(os.PRIO_PROCESS, 0))
@@ -681,6 +694,18 @@ def run_suite(
         docs["frameworks"]["targets"] = results.framework_targets(ratios)
         log(results.framework_table(rows).to_string(index=False))
         log(results.format_ratios(ratios))
+    if "ray" in parts and configs.get("ray"):
+        log("ray: Horovod, MWMS/DDP and Ray Train, Keras and PyTorch, 1 and 2 workers, whole runs")
+        rows = side_by_side.measure(**configs["ray"], timeout=max(settings.timeout, 600), log=log)
+        docs["ray"] = {
+            **header,
+            "epochs": configs["ray"]["epochs"],
+            "results": rows,
+            "ratios": side_by_side.ratios(rows),
+        }
+        for title, table in side_by_side.tables(docs["ray"]):
+            log(f"{title}\n{table.to_string()}")
+        log(side_by_side.ratio_table(docs["ray"]).to_string())
     status = results.targets(docs.get("throughput"), docs.get("allreduce"))
     if "throughput" in docs:
         docs["throughput"]["targets"] = status

@@ -68,8 +68,8 @@ _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 # an exercise whose source's opening line (``*Lesson: ... (advanced) ...*``) marks it advanced
 _ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
 # Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
-# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other; 12 and 14
-# sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
+# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other; 12, 13, 14
+# and 15 sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
 # two-day plan leaves them out when not all lessons fit.
 DROPPABLE = (
     "10_beyond_horovod",
@@ -77,6 +77,7 @@ DROPPABLE = (
     "14_data_parallel_at_scale",
     "12_model_parallelism",
     "11_fault_tolerance",
+    "15_ray_train",
     "13_pytorch",
 )
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
