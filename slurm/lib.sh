@@ -156,28 +156,36 @@ start_ray_cluster() {
   trap stop_ray_cluster EXIT
   trap 'exit 143' TERM INT
   echo "[ray] head on $head at $RAY_ADDRESS; $((n - 1)) worker node(s); $cpus CPU(s) per node"
-  "${head_step[@]}" > "$RAY_TMPDIR/start-head.log" 2>&1 &
-  RAY_STEPS+=($!)
-  wait_ray_nodes 1  # a worker node that starts before the head has registered gives up
-  if [ "$n" -gt 1 ]; then
-    "${worker_step[@]}" > "$RAY_TMPDIR/start-workers.log" 2>&1 &
-    RAY_STEPS+=($!)
-    wait_ray_nodes "$n"
-  fi
+  start_ray_step head 1 "${head_step[@]}"  # a worker node started before the head registered gives up
+  [ "$n" -le 1 ] || start_ray_step workers "$n" "${worker_step[@]}"
   grep -h '^\[ray\]' "$RAY_TMPDIR"/start-*.log
 }
 
-# wait_ray_nodes N: until N Ray nodes have joined; stop the job with the start logs if a Ray
-# step has ended (`ray start` gave up) or after RAY_START_TIMEOUT s (default 120).
+# start_ray_step NAME N CMD...: run the srun step CMD in the background (its output in
+# $RAY_TMPDIR/start-NAME.log) until the cluster has N nodes. On a busy machine `ray start` can give
+# up ("The current node timed out during startup": Ray waits 30 s for its own processes): the step
+# is started again, RAY_START_TRIES times in all (default 3), then the job stops with the logs.
+start_ray_step() {
+  local name="$1" n="$2" try
+  shift 2
+  for ((try = 1; try <= ${RAY_START_TRIES:-3}; try++)); do
+    "$@" >> "$RAY_TMPDIR/start-$name.log" 2>&1 &
+    RAY_STEPS+=($!)
+    wait_ray_nodes "$n" $! && return 0
+    echo "[ray] the $name step ended before its Ray node(s) joined (try $try of ${RAY_START_TRIES:-3})"
+  done
+  cat "$RAY_TMPDIR"/start-*.log >&2
+  hvd_die "the Ray cluster did not reach $n node(s) in ${RAY_START_TRIES:-3} tries; the start logs are above"
+}
+
+# wait_ray_nodes N PID: until N Ray nodes have joined (0), or the step PID has ended (1); stop the
+# job after RAY_START_TIMEOUT s (default 180).
 wait_ray_nodes() {
-  local joined=0 pid deadline=$((SECONDS + ${RAY_START_TIMEOUT:-120}))
+  local joined=0 deadline=$((SECONDS + ${RAY_START_TIMEOUT:-180}))
   until joined="$(timeout 30 ray status --address="$RAY_ADDRESS" 2>/dev/null | grep -c ' node_')" \
       && [ "$joined" -ge "$1" ]; do
-    for pid in "${RAY_STEPS[@]}"; do
-      kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ] && continue
-      cat "$RAY_TMPDIR"/start-*.log >&2
-      hvd_die "the Ray cluster did not reach $1 node(s) (${joined:-0} joined after $((SECONDS - deadline + ${RAY_START_TIMEOUT:-120})) s); its start logs are above"
-    done
+    kill -0 "$2" 2>/dev/null || return 1
+    [ "$SECONDS" -lt "$deadline" ] || hvd_die "the Ray cluster did not reach $1 node(s) within ${RAY_START_TIMEOUT:-180} s (${joined:-0} joined); see $RAY_TMPDIR/start-*.log"
     sleep 2
   done
   echo "[ray] $joined node(s) joined"
