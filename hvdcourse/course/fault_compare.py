@@ -45,6 +45,7 @@ STEPS = 20  # --max-steps: steps per epoch of 2 workers (MNIST offline subset: 1
 KILL_STEP = 50  # worker 1 is killed after its 50th step: epoch 3, 10 steps after its start
 BATCH = 32
 TIMEOUT = 300
+LONG_TIMEOUT = 480  # Elastic: full epochs; Ray: its start may need 3 tries (examples.ray_local)
 # where each line of the elastic driver and Ray's controller says that a worker is gone
 ELASTIC_EXIT = "exit with status code"
 RAY_FAILURE = ("WorkerGroupError", "health check failed", "died unexpectedly")
@@ -147,7 +148,7 @@ def horovod_elastic(
         fault=dict(
             rank=1, at_step=kill_step, mode="kill", once=os.path.join(folder, "killed.json")
         ),
-        timeout=TIMEOUT,
+        timeout=LONG_TIMEOUT,  # full epochs: minutes on a busy machine
         cwd=folder,
         also=(ELASTIC_EXIT,),
     )
@@ -272,7 +273,7 @@ def ray_train(
         ],
         np=1,
         launcher="python",
-        timeout=TIMEOUT,
+        timeout=LONG_TIMEOUT,
         cwd=folder,
         on_line=on_line,
     )
@@ -303,9 +304,20 @@ SCENARIOS = {"horovod": plain_horovod, "elastic": horovod_elastic, "ray": ray_tr
 
 
 def compare(work: str | None = None, which=tuple(SCENARIOS)) -> list:
-    """Run the scenarios ``which`` one after the other; their :class:`Outcome` s."""
+    """Run the scenarios ``which`` one after the other; their :class:`Outcome` s, each with the
+    date and the machine's load averages at the end of its run in ``details``."""
+    import datetime
+
     work = work or tempfile.mkdtemp(prefix="hvdcourse-fault-compare-")
-    return [SCENARIOS[name](work) for name in which]
+    outcomes = []
+    for name in which:
+        outcome = SCENARIOS[name](work)
+        outcome.details["ended"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        )
+        outcome.details["load_average_1_5_15min"] = [round(x, 2) for x in os.getloadavg()]
+        outcomes.append(outcome)
+    return outcomes
 
 
 def table(outcomes) -> "object":
@@ -326,8 +338,20 @@ def table(outcomes) -> "object":
 
 
 def record(path: str, outcomes) -> dict:
-    """Write the outcomes with the machine, its load and the run's settings to ``path``."""
+    """Write the outcomes with the machine, its load and the run's settings to ``path``.
+
+    If ``path`` holds an earlier record, its rows of the systems not in ``outcomes`` are kept (a
+    rerun of one system, ``--only``), in the order of :data:`SCENARIOS`; each row names its own date
+    and load.
+    """
     from hvdcourse.course.bench.machine import describe_machine
+
+    rows = {o.system: asdict(o) for o in outcomes}
+    if os.path.exists(path):
+        with open(path) as fh:
+            for old in json.load(fh)["outcomes"]:
+                rows.setdefault(old["system"], old)
+    order = ["Horovod (mpirun)", "Horovod Elastic", "Ray Train"]
 
     data = {
         "machine": describe_machine(),
@@ -339,7 +363,7 @@ def record(path: str, outcomes) -> dict:
             "kill_step": KILL_STEP,
             "elastic": "5 full epochs (125 steps of 2 workers), killed after step 150",
         },
-        "outcomes": [asdict(o) for o in outcomes],
+        "outcomes": [rows[name] for name in order if name in rows],
     }
     with open(path, "w") as fh:
         json.dump(data, fh, indent=2)
