@@ -22,7 +22,7 @@ again (**recover**), the **epochs lost** (steps done again after the restart, in
 :func:`record` stores the machine and its load with the table.
 
 ``python -m hvdcourse.course.fault_compare --record book/data/fault_compare.json`` runs all three
-(about 3 minutes on 2 cores) and writes the table that the lesson shows; :func:`ray_train` alone is
+(minutes on 2 cores; more on a busy machine) and writes the table that the lesson shows; :func:`ray_train` alone is
 what the lesson runs live and ``tests/test_fault_compare.py`` checks.
 """
 
