@@ -168,7 +168,10 @@ def horovod_elastic(
         workers,
         "the survivor rolls back to the last commit and goes on; a new host brings a 2nd worker back",
         run.ok and len(starts) > 1,
-        {"regrown_after_seconds": round(regrown[0] - fault, 1) if regrown else None},
+        {
+            "regrown_after_seconds": round(regrown[0] - fault, 1) if regrown else None,
+            "output_tail": run.output[-3000:] if not run.ok else "",
+        },
     )
 
 
