@@ -24,6 +24,9 @@ TORCH = ("torch-hvd", "torch-ddp", "torch-ray")
 BATCHES = (32, 128)  # per worker: the source's 32, and a larger one
 WORKERS = (1, 2)
 EPOCHS = 2  # images/s counts the second; accuracy after both
+# steps per epoch at most: 2 x 30 steps keep 24 runs (8 of them starting Ray) within half an hour on a
+# busy 2-core machine, and reach about 0.9 test accuracy
+MAX_STEPS = 30
 # Ray Train at 2 workers over each peer at 2 workers: (name, numerator, denominator)
 RATIOS = (
     ("ray_vs_hvd_keras", "keras-ray", "keras-hvd"),
@@ -39,7 +42,7 @@ TABLES = (
 )
 
 
-def train_args(batch: int, epochs: int = EPOCHS, max_steps: int | None = None) -> list:
+def train_args(batch: int, epochs: int = EPOCHS, max_steps: int | None = MAX_STEPS) -> list:
     """The options every trainer gets: per-worker batch, epochs, and one thread per worker (a worker
     is one core, as it would be one GPU: 2 workers use twice the cores of 1)."""
     args = ["--epochs", str(epochs), "--batch-size", str(batch), "--lr", "2e-3", "--threads", "1"]
@@ -51,7 +54,7 @@ def measure(
     batches=BATCHES,
     workers=WORKERS,
     epochs: int = EPOCHS,
-    max_steps: int | None = None,
+    max_steps: int | None = MAX_STEPS,
     timeout: float = 600,
     log=print,
 ) -> list:

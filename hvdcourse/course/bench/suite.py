@@ -17,8 +17,8 @@
   1 rank), PyTorch / Keras;
 * ``ray.json``: the source benchmark's three tables rerun (:mod:`hvdcourse.course.bench.side_by_side`):
   training time, test accuracy and images/s of Horovod, the framework's own strategy (MWMS, DDP) and
-  Ray Train, Keras and PyTorch, at 1 and 2 workers, batch 32 and 128, whole training runs of the
-  learner scripts; and Ray Train at 2 workers as a ratio beside each peer.
+  Ray Train, Keras and PyTorch, at 1 and 2 workers, batch 32 and 128, training runs of the learner
+  scripts (2 epochs of at most 30 steps); and Ray Train at 2 workers as a ratio beside each peer.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
 goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
@@ -656,6 +656,7 @@ def run_suite(
                 "batches": side_by_side.BATCHES,
                 "workers": side_by_side.WORKERS,
                 "epochs": side_by_side.EPOCHS,
+                "max_steps": side_by_side.MAX_STEPS,
             },
         }
     )
@@ -700,6 +701,7 @@ def run_suite(
         docs["ray"] = {
             **header,
             "epochs": configs["ray"]["epochs"],
+            "max_steps_per_epoch": configs["ray"]["max_steps"],
             "results": rows,
             "ratios": side_by_side.ratios(rows),
         }
