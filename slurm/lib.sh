@@ -84,13 +84,122 @@ step_options() {
 # trainers that take their rank from srun's MPI: train_hvd (Keras), train_tape (TensorFlow custom
 # loop), train_torch_hvd (PyTorch). DDP needs torchrun and MWMS its TF_CONFIG: neither runs here.
 TRAINERS="train_hvd train_tape train_torch_hvd"
+RAY_TRAINERS="train_ray_tf train_ray_torch"  # Ray Train scripts: slurm/ray.sbatch starts them
 use_trainer() {
   local name="${1:-train_hvd}"
   name="${name#hvdcourse.examples.}"
   case " $TRAINERS " in
     *" $name "*) TRAINER="hvdcourse.examples.$name" ;;
-    *) hvd_die "HVD_TRAINER=$1: this job runs one of $TRAINERS (srun gives them their ranks; DDP needs torchrun)" ;;
+    *) hvd_die "HVD_TRAINER=$1: this job runs one of $TRAINERS (srun gives them their ranks; DDP needs torchrun; $RAY_TRAINERS run in slurm/ray.sbatch)" ;;
   esac
+}
+
+# use_ray_trainer NAME: TRAINER for slurm/ray.sbatch: a Ray Train script (HVD_TRAINER), which
+# starts its workers through Ray, not srun.
+use_ray_trainer() {
+  local name="${1:-train_ray_tf}"
+  name="${name#hvdcourse.examples.}"
+  case " $RAY_TRAINERS " in
+    *" $name "*) TRAINER="hvdcourse.examples.$name" ;;
+    *) hvd_die "HVD_TRAINER=$1: slurm/ray.sbatch runs one of $RAY_TRAINERS" ;;
+  esac
+}
+
+# job_script: the job script for HVD_TRAINER: slurm/ray.sbatch for a Ray Train script, else
+# slurm/train.sbatch (whose srun starts the ranks).
+job_script() {
+  local name="${HVD_TRAINER:-train_hvd}"
+  case " $RAY_TRAINERS " in
+    *" ${name#hvdcourse.examples.} "*) echo "$HVDCOURSE_ROOT/slurm/ray.sbatch" ;;
+    *) echo "$HVDCOURSE_ROOT/slurm/train.sbatch" ;;
+  esac
+}
+
+# start_ray_cluster: a Ray head on this node (the batch script runs on the allocation's first
+# node) and a Ray worker node on each of the others, one background srun step each running
+# `ray start --block` with the job's CPUs per node, no dashboard and a temporary folder of the job;
+# waits until every node has joined (wait_ray_nodes); exports RAY_ADDRESS.
+# stop_ray_cluster runs on exit, error or scancel: ending the steps ends every Ray process
+# (`ray start --block` takes its processes down with it). Never `ray stop`: it kills every Ray
+# process of the machine, other users' included.
+RAY_STEPS=()
+start_ray_cluster() {
+  local nodes head ip port n="${SLURM_JOB_NUM_NODES:-1}"
+  local cpus="${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}"
+  if is_dry_run; then
+    nodes=(NODE1 NODE2) head=NODE1 ip=HEAD_IP port=PORT n=2 RAY_TMPDIR=/tmp/ray-JOBID-XXXXXX
+  else
+    # a folder of this job (job ids repeat across clusters: never reuse another job's folder)
+    RAY_TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/ray-${SLURM_JOB_ID:-0}-XXXXXX")"
+    mapfile -t nodes < <(scontrol show hostnames "${SLURM_JOB_NODELIST:?not in a Slurm job}")
+    head="${nodes[0]}"
+    ip="$(python -c 'from ray.util import get_node_ip_address as ip; print(ip())')" \
+      || hvd_die "cannot import ray: install ray[train] (requirements.txt) in the job's environment"
+    port="$(python -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')"
+  fi
+  export RAY_ADDRESS="$ip:$port" RAY_TMPDIR
+  # --block: the step lasts as long as the node, and ending it ends every Ray process of the node
+  local common=(--block --num-cpus="$cpus" --temp-dir="$RAY_TMPDIR" --disable-usage-stats
+                --dashboard-agent-listen-port=0)
+  # the node name that Slurm gave the step, then the Ray node (its log: $RAY_TMPDIR/start-*.log)
+  # shellcheck disable=SC2016  # expanded by the step's bash, on its node
+  local say='echo "[ray] $SLURMD_NODENAME: starting a Ray $0 node"; exec "$@"'
+  local head_step=(srun --nodes=1 --ntasks=1 --cpus-per-task="$cpus" -w "$head" bash -c "$say" head
+    ray start --head --node-ip-address="$ip" --port="$port" --include-dashboard=false "${common[@]}")
+  local worker_step=(srun --nodes=$((n - 1)) --ntasks=$((n - 1)) --cpus-per-task="$cpus"
+    --exclude="$head" bash -c "$say" worker ray start --address="$RAY_ADDRESS" "${common[@]}")
+  if is_dry_run; then
+    echo "[dry-run] $(show_command "${head_step[@]}") &"
+    [ "$n" -le 1 ] || echo "[dry-run] $(show_command "${worker_step[@]}") &"
+    return 0
+  fi
+  trap stop_ray_cluster EXIT
+  trap 'exit 143' TERM INT
+  echo "[ray] head on $head at $RAY_ADDRESS; $((n - 1)) worker node(s); $cpus CPU(s) per node"
+  start_ray_step head 1 "${head_step[@]}"  # a worker node started before the head registered gives up
+  [ "$n" -le 1 ] || start_ray_step workers "$n" "${worker_step[@]}"
+  grep -h '^\[ray\]' "$RAY_TMPDIR"/start-*.log
+}
+
+# start_ray_step NAME N CMD...: run the srun step CMD in the background (its output in
+# $RAY_TMPDIR/start-NAME.log) until the cluster has N nodes. On a busy machine `ray start` can give
+# up ("The current node timed out during startup": Ray waits 30 s for its own processes): the step
+# is started again, RAY_START_TRIES times in all (default 3), then the job stops with the logs.
+start_ray_step() {
+  local name="$1" n="$2" try
+  shift 2
+  for ((try = 1; try <= ${RAY_START_TRIES:-3}; try++)); do
+    "$@" >> "$RAY_TMPDIR/start-$name.log" 2>&1 &
+    RAY_STEPS+=($!)
+    wait_ray_nodes "$n" $! && return 0
+    echo "[ray] the $name step ended before its Ray node(s) joined (try $try of ${RAY_START_TRIES:-3})"
+  done
+  cat "$RAY_TMPDIR"/start-*.log >&2
+  hvd_die "the Ray cluster did not reach $n node(s) in ${RAY_START_TRIES:-3} tries; the start logs are above"
+}
+
+# wait_ray_nodes N PID: until N Ray nodes have joined (0), or the step PID has ended (1); stop the
+# job after RAY_START_TIMEOUT s (default 180).
+wait_ray_nodes() {
+  local joined=0 deadline=$((SECONDS + ${RAY_START_TIMEOUT:-180}))
+  until joined="$(timeout 30 ray status --address="$RAY_ADDRESS" 2>/dev/null | grep -c ' node_')" \
+      && [ "$joined" -ge "$1" ]; do
+    kill -0 "$2" 2>/dev/null || return 1
+    [ "$SECONDS" -lt "$deadline" ] || hvd_die "the Ray cluster did not reach $1 node(s) within ${RAY_START_TIMEOUT:-180} s (${joined:-0} joined); see $RAY_TMPDIR/start-*.log"
+    sleep 2
+  done
+  echo "[ray] $joined node(s) joined"
+}
+
+stop_ray_cluster() {
+  local pid
+  [ "${#RAY_STEPS[@]}" -gt 0 ] || return 0
+  echo "[ray] stopping the Ray cluster"
+  for pid in "${RAY_STEPS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${RAY_STEPS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  RAY_STEPS=()
+  rm -rf "$RAY_TMPDIR"  # this node's copy: Ray's sessions and logs of this job
+  echo "[ray] Ray cluster stopped"
 }
 
 # use_site NAME: all of the above, for job scripts.

@@ -9,9 +9,11 @@ import time
 import urllib.error
 import urllib.request
 
+import psutil
 import pytest
 
 from conftest import ROOT
+from hvdcourse.runtime import processes
 from hvdcourse.runtime.launch import run_ranks
 from hvdcourse.course.slurm_cluster import LocalCluster
 
@@ -373,3 +375,63 @@ def wait_for(condition, seconds, message):
             return
         time.sleep(0.5)
     raise AssertionError(f"{message} within {seconds} s")
+
+
+# --- Ray Train across the allocation: slurm/ray.sbatch (HVD_TRAINER picks it in submit.sh) ---
+RAY_QUICK = ["--epochs", "1", "--max-steps", "5", "--batch-size", "32"]
+
+
+def job_processes(cluster, job_id) -> list:
+    """Live processes of this cluster's job ``job_id`` (Slurm puts both in every task's environment)."""
+    found = []
+    for proc in processes.with_env("SLURM_CONF", cluster.conf):
+        try:
+            if proc.environ().get("SLURM_JOB_ID") == str(job_id):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_job(local_cluster, tmp_path_factory):
+    job = submit(
+        local_cluster,
+        tmp_path_factory.mktemp("ray_two_nodes"),
+        # a busy machine can need a second start of a Ray node (slurm/lib.sh: start_ray_step)
+        ["--nodes=2", "--time=8"],
+        RAY_QUICK,
+        env={"HVD_TRAINER": "train_ray_tf"},
+        timeout=460,
+    )
+    deadline = time.monotonic() + 15  # the steps' processes may take a moment to go
+    while job_processes(local_cluster, job.job_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return job, [p.pid for p in job_processes(local_cluster, job.job_id)]
+
+
+@pytest.mark.timeout(500)
+def test_ray_job_trains_two_workers_on_a_ray_cluster_across_both_nodes(ray_job):
+    job, _ = ray_job
+    assert job.state == "COMPLETED" and job.exit_code == "0:0", job.output[-3000:]
+    assert job.info["Name"] == "ray-train" and job.info["NodeList"] == "node[1-2]"
+    # Slurm ran the head's step on node1 and the worker node's on node2; both joined one cluster
+    assert "[ray] node1: starting a Ray head node" in job.output, job.output[-3000:]
+    assert "[ray] node2: starting a Ray worker node" in job.output
+    assert "[ray] 2 node(s) joined" in job.output
+    assert re.search(
+        r"^\[hvdcourse\] python -m hvdcourse.examples.train_ray_tf --address [\d.]+:\d+ --workers 2 ",
+        job.output,
+        re.M,
+    )
+    # one Ray Train worker per Ray node: node_rank 0 and 1
+    assert {"node_rank=0", "node_rank=1"} <= set(re.findall(r"node_rank=\d", job.output))
+    assert re.search(r"^\[train_ray_tf\] workers=2 test_accuracy=", job.output, re.M)
+
+
+@pytest.mark.timeout(500)
+def test_ray_job_stops_its_ray_cluster_and_leaves_no_process(ray_job):
+    job, left = ray_job
+    assert job.state == "COMPLETED", job.output[-3000:]
+    assert "[ray] Ray cluster stopped" in job.output
+    assert left == [], f"Ray job {job.job_id} left processes behind: {left}"

@@ -118,7 +118,8 @@ def test_a_trainer_that_srun_cannot_start_is_refused_before_submitting():
     assert proc.returncode == 2 and "[dry-run]" not in proc.stdout
     assert proc.stderr.strip() == (
         "[hvdcourse] ERROR: HVD_TRAINER=train_torch_ddp: this job runs one of train_hvd train_tape "
-        "train_torch_hvd (srun gives them their ranks; DDP needs torchrun)"
+        "train_torch_hvd (srun gives them their ranks; DDP needs torchrun; train_ray_tf "
+        "train_ray_torch run in slurm/ray.sbatch)"
     )
 
 
@@ -253,3 +254,18 @@ def test_select_gpu_outside_srun_says_so():
         ["slurm/select-gpu", "true"], cwd=ROOT, capture_output=True, text=True, timeout=20, env=env
     )
     assert proc.returncode != 0 and "runs under srun" in proc.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_ray_trainer_submits_the_ray_job_which_starts_a_ray_cluster_before_the_script():
+    out = dry_run("cpu", "--", "--epochs", "2", env={"HVD_TRAINER": "train_ray_tf"})
+    lines = out.splitlines()
+    assert lines[0].startswith("[dry-run] sbatch ") and lines[0].endswith(
+        "slurm/ray.sbatch --epochs 2"
+    )
+    head, workers = [line for line in lines if line.startswith("[dry-run] srun ")]
+    assert "-w NODE1" in head and "ray start --head" in head
+    assert "--include-dashboard=false" in head and "--num-cpus=1 " in head and "--block" in head
+    assert "--exclude=NODE1" in workers and "ray start --address=HEAD_IP:PORT" in workers
+    python = "[dry-run] python -m hvdcourse.examples.train_ray_tf --address HEAD_IP:PORT --workers"
+    assert lines.index(f"{python} NODES --epochs 2") > lines.index(workers)

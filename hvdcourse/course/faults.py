@@ -15,6 +15,10 @@ nothing, so the trainers themselves contain no fault-injection code.
 like the OOM killer or a lost node), ``exit`` (exit code 3 without Python clean-up) or ``hang``
 (stop taking part and sleep: only the stall check can end that).
 
+``HVDCOURSE_FAIL_ONCE=PATH``: fail only if the file ``PATH`` does not exist, and create it (with the
+time of the fault) first: a worker that takes the failed one's place later (Horovod Elastic, Ray
+Train) does not fail again at the same step.
+
 A rank can also be made a straggler rather than fail (lesson: Watch a training run: Prometheus and a
 straggler): ``HVDCOURSE_SLOW_RANK=1 HVDCOURSE_SLOW_FROM_STEP=100 HVDCOURSE_SLOW_SECONDS=0.1`` makes
 rank 1 sleep 0.1 s at the start of every step from its 100th on, as a rank held up by a slow disk,
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import signal
 import sys
@@ -61,12 +66,29 @@ def fail(mode: str, rank: int, step: int) -> None:
     raise InjectedFault(f"injected crash on rank {rank} at step {step}")
 
 
-def fault_callback(rank: int, at_step: int, mode: str = "crash", framework: str = "keras"):
+def first_time(marker: str | None, record: dict) -> bool:
+    """Whether a fault guarded by the file ``marker`` may happen now (always, if ``marker`` is None);
+    if so, ``marker`` is written first, holding ``record`` and the time (``time.time()``)."""
+    if marker is None:
+        return True
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as fh:
+        json.dump({**record, "time": time.time()}, fh)
+    return True
+
+
+def fault_callback(
+    rank: int, at_step: int, mode: str = "crash", framework: str = "keras", once: str | None = None
+):
     """A callback that makes this process (rank ``rank``) fail after ``at_step`` training steps.
 
     Steps are counted over all epochs of this process, so ``at_step`` can fall after the first
     checkpoints have been written. ``framework``: ``keras`` (a Keras callback) or ``torch`` (an
     object for the PyTorch trainers' loop, :func:`hvdcourse.examples.torch_training.call_hooks`).
+    ``once``: a file path; the fault happens only if it does not exist yet (:func:`first_time`).
     """
     if mode not in MODES:
         raise ValueError(f"unknown fault mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -76,7 +98,7 @@ def fault_callback(rank: int, at_step: int, mode: str = "crash", framework: str 
 
         def on_train_batch_end(self, *_args, **_kwargs):
             self.steps += 1
-            if self.steps == at_step:
+            if self.steps == at_step and first_time(once, {"rank": rank, "step": self.steps}):
                 fail(mode, rank, self.steps)
 
     if framework == "torch":
@@ -198,7 +220,10 @@ def callbacks_from_env(rank=None, environ=None, framework: str = "keras") -> lis
         ) from None
     if mode not in MODES:
         raise ValueError(f"HVDCOURSE_FAIL_MODE={mode!r} is not one of {', '.join(MODES)}")
-    return probe + ([fault_callback(target, at_step, mode, framework)] if me == target else [])
+    once = environ.get("HVDCOURSE_FAIL_ONCE") or None
+    return probe + (
+        [fault_callback(target, at_step, mode, framework, once)] if me == target else []
+    )
 
 
 def _slow_from_env(me: int, environ, framework: str) -> list:

@@ -166,17 +166,21 @@ def run_on_this_machine(
     timeout: float = 300,
     cwd: str | None = None,
     echo: bool = False,
+    also: tuple = (),
 ):
     """Run this trainer under ``horovodrun``'s elastic mode on this machine; return ``(run, events)``.
 
     ``hosts`` (``[(host, slots)]``) go into ``hosts_file``, which the discovery command reads every
     second; ``then_hosts`` replace them when a line containing ``when`` appears (a host leaves).
-    ``fault`` (``dict(rank=1, at_step=25, mode="kill")``) is injected with :mod:`hvdcourse.course.faults`.
+    ``fault`` (``dict(rank=1, at_step=25, mode="kill")``, and ``once=PATH`` to fail only once) is
+    injected with :mod:`hvdcourse.course.faults`.
     ``events`` maps ``"changed"``, ``"fault"`` and ``"resumed"`` (the first restart of the training
     function) to seconds since the start, and ``"starts"``/``"done"`` to the records the workers
     reported: rank 0's at each start of the training function (``workers``, ``epoch``, ``batch``,
     ``optimizer_iterations``, ``lr``, ``steps_per_epoch``), in order, and each worker's final metrics
     (``workers``, ``epochs``, ``optimizer_iterations``, ``accuracy``, ``weights_sha256``...).
+    ``"start_times"``: ``(seconds, workers)`` of every start of the training function, and each
+    string of ``also`` maps to the seconds of the first line that contains it.
     """
     import time
 
@@ -184,10 +188,16 @@ def run_on_this_machine(
     from hvdcourse.runtime.launch import run_ranks
 
     write_hosts(hosts_file, hosts)
-    start, events = time.monotonic(), {}
+    start, events = time.monotonic(), {"start_times": []}
 
     def on_line(line):
         now = time.monotonic() - start
+        for text in also:
+            if text not in events and text in line:
+                events[text] = now
+        if START_LINE in line:
+            workers = line.split(START_LINE, 1)[1].split()[0]
+            events["start_times"].append((now, int(workers) if workers.isdigit() else None))
         if then_hosts is not None and "changed" not in events and when in line:
             write_hosts(hosts_file, then_hosts)
             events["changed"] = now
@@ -207,6 +217,8 @@ def run_on_this_machine(
             "HVDCOURSE_FAIL_AT_STEP": str(fault["at_step"]),
             "HVDCOURSE_FAIL_MODE": fault.get("mode", "kill"),
         }
+        if fault.get("once"):  # a file: a worker that joins later does not fail again
+            env["HVDCOURSE_FAIL_ONCE"] = fault["once"]
         program = [
             sys.executable,
             "-m",
