@@ -414,7 +414,7 @@ def ray_job(local_cluster, tmp_path_factory):
 def test_ray_job_trains_two_workers_on_a_ray_cluster_across_both_nodes(ray_job):
     job, _ = ray_job
     assert job.state == "COMPLETED" and job.exit_code == "0:0", job.output[-3000:]
-    assert job.info["Name"] == "ray-train" and job.info["NodeList"] == "node[1-2]"
+    assert job.info["JobName"] == "ray-train" and job.info["NodeList"] == "node[1-2]"
     # Slurm ran the head's step on node1 and the worker node's on node2; both joined one cluster
     assert "[ray] node1: starting a Ray head node" in job.output, job.output[-3000:]
     assert "[ray] node2: starting a Ray worker node" in job.output
