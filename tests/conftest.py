@@ -52,6 +52,19 @@ def pytest_sessionfinish(session, exitstatus):
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# --- Headless Chromium (Debian's, never a downloaded one) for the browser tests ---
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
 # --- The built book (tests/book): built once per session by the same command as ``make book`` ---
 BUILD = os.path.join(ROOT, "_build", "html")
 

@@ -30,17 +30,10 @@ import urllib.request
 
 import pytest
 
+from conftest import CHROMIUM, CHROMIUM_ARGS as ARGS
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.paths import BUILD, ROOT
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 LESSON = "notebooks/03_allreduce.md"
 RUN_THROUGH = 13  # code cells run: all but the lesson's last three (see the module docstring)
 SCREENSHOT = os.path.join(BUILD, "lab", "screenshot.png")  # kept for the closing note

@@ -7,16 +7,8 @@ import pytest
 
 from test_book_build import ROOT, toc_pages
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-]
+from conftest import CHROMIUM, CHROMIUM_ARGS as ARGS
+
 # Lessons whose executed cells draw plots (matplotlib images must be in the page).
 PAGES_WITH_PLOTS = ["notebooks/03_allreduce", "notebooks/06_timeline", "notebooks/07_performance"]
 
