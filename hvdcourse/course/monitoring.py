@@ -29,6 +29,7 @@ import urllib.request
 
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.errors import CourseError, MissingToolError
+from hvdcourse.runtime.ports import port_free
 
 # the program's name in Debian's package first, then upstream's
 PROMETHEUS = ("prometheus",)
@@ -51,17 +52,6 @@ def find_program(names: tuple, package: str) -> str:
         f"'{names[0]}' is not installed (not on PATH): install the Debian package {package} "
         f"(sudo apt-get install {package}; 'make env' does it as root)"
     )
-
-
-def port_free(port: int) -> bool:
-    """Whether nothing listens on TCP ``port`` of this machine now."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_port_block(count: int, first: int = 9400, last: int = 9999) -> list:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.mpienv import launch_env
+from hvdcourse.runtime.ports import port_free
 from hvdcourse.runtime.errors import MissingToolError, RunFailed, run_cli
 
 DEFAULT_DIR = os.environ.get("HVDCOURSE_SLURM_DIR", "/tmp/hvdcourse-slurm")
@@ -115,19 +116,9 @@ def _free_port_block(seed: str, count: int = 3) -> list:
     for base in range(start, start + 4000, count):
         base = 20000 + (base - 20000) % 20000
         ports = list(range(base, base + count))
-        if all(_port_free(p) for p in ports):
+        if all(port_free(p) for p in ports):
             return ports
     raise ClusterError("no free TCP ports found for slurmctld and the two slurmd")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 def _tail(path: str, lines: int = 15) -> str:
