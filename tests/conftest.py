@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import time
 
 import pytest
 
@@ -35,6 +36,8 @@ os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     from hvdcourse.course.faults import kill_processes, leftover_processes
+
+    stop_book_build()  # still running only if the session ended early
 
     wait = float(os.environ.get("HVDCOURSE_LEFTOVER_WAIT", "15"))  # seconds for stragglers to exit
     left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait)
@@ -66,26 +69,73 @@ CHROMIUM_ARGS = [
 
 
 # --- The built book (tests/book): built once per session by the same command as ``make book`` ---
+# The build is one process that executes the lessons one after another (about 15 minutes on 2 cores
+# when every page executes); the rest of the suite keeps about one core busy on average. So the build
+# starts in the background as soon as the tests are collected, and the tests that need the book run
+# last, when it is done: the suite's wall time is about the longer of the two, not their sum. Its
+# processes carry the session's marker like every other one, and a session that ends early stops it.
 BUILD = os.path.join(ROOT, "_build", "html")
+BUILD_LOG = os.path.join(ROOT, "_build", "book-build.log")
+BUILD_TIMEOUT = 3000  # seconds: the build shares the machine with the other tests
+BUILD_MARKER = "HVDCOURSE_BOOK_BUILD"  # the build's processes, to stop them all (kernels, engines)
+_book_build: dict = {}
+
+
+def start_book_build() -> None:
+    if _book_build:
+        return
+    os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
+    log = open(BUILD_LOG, "w")
+    _book_build["log"] = log
+    _book_build["marker"] = os.urandom(8).hex()
+    _book_build["proc"] = subprocess.Popen(
+        [PYTHON, "-m", "hvdcourse.course.book.book_build", "--timeout", str(BUILD_TIMEOUT)],
+        cwd=ROOT,
+        env={**os.environ, BUILD_MARKER: _book_build["marker"]},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    _book_build["started"] = time.monotonic()
+
+
+def stop_book_build() -> None:
+    if not _book_build:
+        return
+    from hvdcourse.runtime import processes
+
+    processes.end_all(lambda: processes.with_env(BUILD_MARKER, _book_build["marker"]))
+    _book_build["proc"].wait()
+    _book_build["log"].close()
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+def pytest_collection_modifyitems(session, config, items):
+    book = [item for item in items if "built_book" in getattr(item, "fixturenames", ())]
+    if book and not config.option.collectonly:
+        items[:] = [item for item in items if item not in book] + book
+        start_book_build()
 
 
 @pytest.fixture(scope="session")
 def built_book():
-    """The HTML book, built by the same command as ``make book``.
+    """The HTML book, built by the same command as ``make book`` (started by the collection, above).
 
     The build executes only what changed since the last one (myst-nb's cache; see
     ``hvdcourse.course.book.book_build``): after ``make book`` it executes no lesson and takes seconds; after a
     change to a lesson, the package or its data it executes what that change affects.
     """
-    proc = subprocess.run(
-        [sys.executable, "-m", "hvdcourse.course.book.book_build"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=2400,
-    )
-    assert proc.returncode == 0, "book build failed:\n" + (proc.stdout + proc.stderr)[-6000:]
-    return {"html": BUILD, "log": proc.stdout}
+    start_book_build()  # (a test that asked for the book when the collection did not see it)
+    proc = _book_build["proc"]
+    left = BUILD_TIMEOUT + 60 - (time.monotonic() - _book_build["started"])
+    try:
+        proc.wait(timeout=max(left, 1))
+    except subprocess.TimeoutExpired:
+        stop_book_build()
+    with open(BUILD_LOG) as fh:
+        log = fh.read()
+    assert proc.returncode == 0, f"book build failed or hung (log: {BUILD_LOG}):\n" + log[-6000:]
+    return {"html": BUILD, "log": log}
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 SETUP_NAME=setup
-# HOROVOD_VERSION, CACHE_DIR, die, say, patch_hash, mpi_id, pip_q, build_horovod_wheel (shared with setup_gpu.sh)
+# HOROVOD_VERSION, CACHE_DIR, die, say, patch_hash, install_inputs, mpi_id, pip_q, build_horovod_wheel (shared with setup_gpu.sh)
 # shellcheck source=tools/setup_lib.sh
 source "$ROOT/tools/setup_lib.sh"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin munge slurm-wlm slurm-wlm-basic-plugins
@@ -88,7 +88,7 @@ MPI_ID="$(mpi_id)"
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
 TF_VERSION="$(pin tensorflow)"; TORCH_VERSION="$(pin torch)"
 PATCH_HASH="$(patch_hash)"  # patches/horovod-<version>/*.patch only: not the GPU route's gpu/
-REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/pyproject.toml" | sha256sum | cut -c1-12)"
+REQ_HASH="$(install_inputs | sha256sum | cut -c1-12)"
 KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none}-${MPI_ID:-mpi}-patches${PATCH_HASH}"
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
 if [ -f "$STAMP" ]; then

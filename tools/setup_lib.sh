@@ -17,6 +17,14 @@ patch_hash() {
   cat "${files[@]}" | sha256sum | cut -c1-8
 }
 
+# install_inputs: what `make env`'s pip steps install from: requirements.txt and pyproject.toml without
+# the sections of tools that do not change the install (pytest, ruff, import-linter); the set-up's
+# stamp and the container image's key (tools/container_check.sh) hash it
+install_inputs() {
+  cat "$ROOT/requirements.txt"
+  awk '/^\[/ { keep = ($0 !~ /^\[\[?tool\./ || $0 ~ /^\[tool\.setuptools/) } keep' "$ROOT/pyproject.toml"
+}
+
 # mpi_id: the MPI that mpirun belongs to, for the wheel keys (e.g. Open_MPI_4.1.4)
 mpi_id() {
   mpirun --version 2>&1 | grep -oE '(Open MPI|MPICH|Intel|Version:)[^0-9]*[0-9][0-9.]*' | head -1 | tr -c 'A-Za-z0-9.\n' '_' || true
