@@ -21,7 +21,7 @@ help:
 	@echo "make lab    - JupyterLab on the course: lessons open as notebooks (LAB_ARGS='--port N --token T --ip A')"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
 	@echo "make lab-cluster INVENTORY=ansible/inventory.ini - (instructors) the course lab on your nodes (ansible/README.md)"
-	@echo "make container-check - (root) build container/Containerfile with Podman and run make check + lesson 03 in it"
+	@echo "make container-check - (root) build container/Containerfile with Podman (once per set-up change) and run make check + lesson 03 in it"
 	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
 env:
