@@ -3,7 +3,8 @@ hvdcourse.course.monitoring; lesson: Watch a training run: Prometheus and a stra
 
 One module-scoped run: Prometheus and the node exporter on this machine, a 2-rank train_hvd with
 ``--metrics-port`` and rank 1 slowed down for the second half of its one epoch, the ranks' endpoints read while it
-trains, Prometheus queried after it."""
+trains, Prometheus queried after it. One more, without Prometheus: a short 2-rank train_torch_hvd with
+``--metrics-port`` and rank 1 slowed down, its endpoints read while it trains."""
 
 import re
 import sys
@@ -24,6 +25,9 @@ MARKER = "HVDCOURSE_MONITORING_TEST"
 # one epoch of 50 steps, rank 1 slow in the second half; one epoch, because at an epoch's end rank 1
 # waits for rank 0 to write the checkpoint (seconds, on a loaded machine)
 STEPS, SLOW_FROM, SLOW_SECONDS = 50, 26, 0.2
+# the PyTorch trainer's run: rank 1 slow from its first step (its ranks start their steps together,
+# after the broadcast of the weights)
+TORCH_STEPS = 8
 
 
 def read_endpoints(ports, snapshots, stop):
@@ -47,48 +51,58 @@ def sample(text, name, rank, opening="{"):
     return float(found.group(1)) if found else None
 
 
+def run_with_slow_rank(trainer, steps, ports, cwd, slow_from=1, timeout=300):
+    """Train ``trainer`` on 2 ranks for one epoch of ``steps`` steps with ``--metrics-port ports[0]``,
+    rank 1 sleeping SLOW_SECONDS per step from its step ``slow_from`` on, while
+    :func:`read_endpoints` reads both ranks' endpoints. Returns the run and the readings."""
+    snapshots, stop = [], threading.Event()
+    reader = threading.Thread(target=read_endpoints, args=(ports, snapshots, stop), daemon=True)
+    reader.start()
+    try:
+        run = run_ranks(
+            [
+                sys.executable,
+                "-m",
+                "hvdcourse.course.faults",
+                trainer,
+                "--epochs",
+                "1",
+                "--max-steps",
+                str(steps),
+                "--warmup-epochs",
+                "0",
+                "--metrics-port",
+                str(ports[0]),
+            ],
+            np=2,
+            launcher="mpirun",
+            timeout=timeout,
+            cwd=str(cwd),
+            env={
+                "HVDCOURSE_SLOW_RANK": "1",
+                "HVDCOURSE_SLOW_FROM_STEP": str(slow_from),
+                "HVDCOURSE_SLOW_SECONDS": str(SLOW_SECONDS),
+            },
+        )
+    finally:
+        stop.set()
+        reader.join()
+    return run, snapshots
+
+
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory):
     work = tmp_path_factory.mktemp("monitoring")
     ports = monitoring.free_port_block(2)
-    snapshots, stop = [], threading.Event()
     marker = uuid.uuid4().hex
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(MARKER, marker)  # Prometheus, the node exporter and the ranks inherit it
         with monitoring.Prometheus(rank_ports=ports) as prom:
-            reader = threading.Thread(
-                target=read_endpoints, args=(ports, snapshots, stop), daemon=True
-            )
-            reader.start()
             start = time.time()
-            run = run_ranks(
-                [
-                    sys.executable,
-                    "-m",
-                    "hvdcourse.course.faults",
-                    "hvdcourse.examples.train_hvd",
-                    "--epochs",
-                    "1",
-                    "--max-steps",
-                    str(STEPS),
-                    "--warmup-epochs",
-                    "0",
-                    "--metrics-port",
-                    str(ports[0]),
-                ],
-                np=2,
-                launcher="mpirun",
-                timeout=600,
-                cwd=str(work),
-                env={
-                    "HVDCOURSE_SLOW_RANK": "1",
-                    "HVDCOURSE_SLOW_FROM_STEP": str(SLOW_FROM),
-                    "HVDCOURSE_SLOW_SECONDS": str(SLOW_SECONDS),
-                },
+            run, snapshots = run_with_slow_rank(
+                "hvdcourse.examples.train_hvd", STEPS, ports, work, SLOW_FROM, timeout=600
             )
             end = time.time()
-            stop.set()
-            reader.join()
             names = "|".join((*TRAINING_METRICS, "process_cpu_seconds_total"))
             series = prom.query_range(
                 f'{{job="ranks", __name__=~"({names})(_sum)?"}}', start, end, step=1
@@ -111,13 +125,20 @@ def test_the_monitored_run_trains(monitored):
     assert monitored.run.ok, monitored.run.output[-3000:]
 
 
+def assert_each_rank_serves_the_training_metrics(ports, texts):
+    """Rank r's last reading, on port ``ports[r]``, holds every training metric with ``rank="r"``,
+    each above 0 (a histogram: its count of steps)."""
+    for rank, port in enumerate(ports):
+        text = texts.get(port, "")
+        for name in TRAINING_METRICS:
+            value = sample(text, name, rank)
+            if value is None:
+                value = sample(text, name + "_count", rank)
+            assert (value or 0) > 0, (port, name, text[-800:])
+
+
 def test_each_rank_serves_the_four_training_metrics_on_base_plus_its_rank(monitored):
-    for rank, port in enumerate(monitored.ports):
-        text = monitored.texts.get(port, "")
-        for name in ("hvdcourse_images_per_second", "hvdcourse_loss"):
-            assert sample(text, name, rank) is not None, (port, name, text[-800:])
-        for name in ("hvdcourse_step_seconds", "hvdcourse_allreduce_wait_seconds"):
-            assert sample(text, name + "_count", rank) > 0, (port, name, text[-800:])
+    assert_each_rank_serves_the_training_metrics(monitored.ports, monitored.texts)
 
 
 def test_the_fast_rank_waits_in_allreduce_for_the_slow_one(monitored):
@@ -159,6 +180,36 @@ def test_prometheus_scrapes_this_machine_through_the_node_exporter(monitored):
 def test_nothing_is_left_running_afterwards(monitored):
     assert monitored.left == []
     assert monitored.folder_gone
+
+
+@pytest.fixture(scope="module")
+def torch_monitored(tmp_path_factory):
+    """A 2-rank train_torch_hvd with --metrics-port, rank 1 slow from its first step; the ranks'
+    endpoints read while it runs."""
+    ports = monitoring.free_port_block(2)
+    run, snapshots = run_with_slow_rank(
+        "hvdcourse.examples.train_torch_hvd",
+        TORCH_STEPS,
+        ports,
+        tmp_path_factory.mktemp("monitoring-torch"),
+    )
+    return SimpleNamespace(run=run, ports=ports, texts=snapshots[-1] if snapshots else {})
+
+
+def test_the_pytorch_trainer_serves_the_same_metrics_on_base_plus_its_rank(torch_monitored):
+    assert torch_monitored.run.ok, torch_monitored.run.output[-3000:]
+    assert_each_rank_serves_the_training_metrics(torch_monitored.ports, torch_monitored.texts)
+
+
+def test_the_pytorch_trainers_fast_rank_waits_in_allreduce_for_the_slow_one(torch_monitored):
+    def mean_wait(rank):
+        text = torch_monitored.texts.get(torch_monitored.ports[rank], "")
+        name = "hvdcourse_allreduce_wait_seconds"
+        return sample(text, name + "_sum", rank) / sample(text, name + "_count", rank)
+
+    # rank 1 starts every step SLOW_SECONDS late: rank 0 waits about that much in each synchronize()
+    waited = [mean_wait(rank) for rank in (0, 1)]
+    assert waited[0] - waited[1] > 0.5 * SLOW_SECONDS, waited
 
 
 def test_a_missing_prometheus_is_one_clear_line(monkeypatch, tmp_path):

@@ -9,8 +9,8 @@ scrape it). Every series carries the label ``rank``:
 ``hvdcourse_images_per_second``             the last step's images / its wall time
 ``hvdcourse_step_seconds`` (a histogram:    wall time of each step, from the end of the previous step to the
 ``_bucket``, ``_sum``, ``_count``)          end of this one (callbacks and input included)
-``hvdcourse_loss``                          the training loss Keras reports after the step (its running mean
-                                            over the epoch so far)
+``hvdcourse_loss``                          the training loss after the step: this rank's running mean over
+                                            the epoch so far (what Keras reports)
 ``hvdcourse_allreduce_wait_seconds``        per step, from the moment this rank's last gradient is ready to the
 (a histogram, as above)                     moment the averaged gradients are back: the allreduce itself plus
                                             the wait for the slowest rank to send its gradients
@@ -19,10 +19,13 @@ scrape it). Every series carries the label ``rank``:
 and the process' own ``process_cpu_seconds_total``, ``process_resident_memory_bytes``, ... (with the
 label ``rank`` too).
 
-The allreduce wait is measured inside the compiled training step: :func:`time_allreduce` wraps the
+Two trainers serve them: ``train_hvd`` (Keras) and ``train_torch_hvd`` (PyTorch). In Keras the
+allreduce wait is measured inside the compiled training step: :func:`time_allreduce` wraps the
 function through which Horovod's ``DistributedOptimizer`` (and ``DistributedGradientTape``) reduce the
 gradients with two clocks, one read once every local gradient exists and one once every averaged
-gradient does. A Keras callback cannot see that: it only sees whole steps.
+gradient does. A Keras callback cannot see that: it only sees whole steps. In PyTorch the step is
+Python code: :class:`TorchSteps` times ``optimizer.synchronize()`` between ``loss.backward()`` (whose
+hooks start the allreduces) and ``optimizer.step()``.
 
 Without ``--metrics-port`` nothing of this module is imported and nothing is measured.
 """
@@ -166,35 +169,86 @@ def time_allreduce(distributed):
     return seconds
 
 
-def keras_callback(metrics: RankMetrics, batch_size: int, allreduce_seconds=None):
-    """A Keras callback that records every training step into ``metrics``.
+class StepClock:
+    """Records each training step into ``metrics``, as both trainers' hooks call it.
 
-    ``allreduce_seconds``: the variable :func:`time_allreduce` returned (``None``: not measured).
     A step lasts from the end of the previous step to the end of this one, so whatever the rank
     does between two steps (other callbacks, input) counts; the first step of an epoch starts at
-    its own beginning (the validation before it does not count).
+    its own beginning (what runs between epochs, validation or a checkpoint, does not count).
+    """
+
+    def __init__(self, metrics: RankMetrics, batch_size: int):
+        self.metrics, self.batch_size, self.since = metrics, batch_size, None
+
+    def epoch_begins(self) -> None:
+        self.since = None
+
+    def step_begins(self) -> None:
+        if self.since is None:
+            self.since = time.perf_counter()
+
+    def step_ends(self, loss: float | None, allreduce_wait: float | None) -> None:
+        now = time.perf_counter()
+        self.metrics.observe(self.batch_size, now - self.since, loss, allreduce_wait)
+        self.since = now
+
+
+def keras_callback(metrics: RankMetrics, batch_size: int, allreduce_seconds=None):
+    """A Keras callback that records every training step into ``metrics`` (see :class:`StepClock`).
+
+    ``allreduce_seconds``: the variable :func:`time_allreduce` returned (``None``: not measured).
     """
     import tensorflow as tf
 
     class LiveMetrics(tf.keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.since = None
+            self.clock = StepClock(metrics, batch_size)
 
         def on_epoch_begin(self, epoch, logs=None):
-            self.since = None
+            self.clock.epoch_begins()
 
         def on_train_batch_begin(self, batch, logs=None):
-            if self.since is None:
-                self.since = time.perf_counter()
+            self.clock.step_begins()
 
         def on_train_batch_end(self, batch, logs=None):
-            now = time.perf_counter()
             loss = (logs or {}).get("loss")
             wait = None if allreduce_seconds is None else float(allreduce_seconds.numpy())
-            metrics.observe(
-                batch_size, now - self.since, None if loss is None else float(loss), wait
-            )
-            self.since = now
+            self.clock.step_ends(None if loss is None else float(loss), wait)
 
     return LiveMetrics()
+
+
+class TorchSteps(StepClock):
+    """The PyTorch trainers' live metrics: :meth:`step` in place of ``optimizer.step()``, and hooks
+    for :func:`hvdcourse.examples.torch_training.call_hooks` that record every step.
+
+    ``steps_per_epoch``: the loop's steps per epoch (global step ``k * steps_per_epoch`` begins an
+    epoch). The loss served is this rank's running mean over the epoch, as Keras reports it.
+    """
+
+    def __init__(self, metrics: RankMetrics, batch_size: int, steps_per_epoch: int):
+        super().__init__(metrics, batch_size)
+        self.steps_per_epoch = steps_per_epoch
+        self.loss_sum, self.losses, self.wait = 0.0, 0, None
+
+    def step(self, optimizer, loss) -> None:
+        """``optimizer.step()`` of Horovod's ``DistributedOptimizer``, timing the wait for the
+        averaged gradients: ``loss.backward()`` has started their allreduces (in its hooks);
+        ``synchronize()`` waits for them, so that ``step()`` need not."""
+        start = time.perf_counter()
+        optimizer.synchronize()
+        self.wait = time.perf_counter() - start
+        with optimizer.skip_synchronize():
+            optimizer.step()
+        self.loss_sum += float(loss.detach())
+        self.losses += 1
+
+    def on_train_batch_begin(self, step, model, optimizer):
+        if step % self.steps_per_epoch == 0:
+            self.epoch_begins()
+            self.loss_sum, self.losses = 0.0, 0
+        self.step_begins()
+
+    def on_train_batch_end(self, step, model, optimizer):
+        self.step_ends(self.loss_sum / self.losses if self.losses else None, self.wait)

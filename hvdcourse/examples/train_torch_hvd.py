@@ -17,7 +17,7 @@ def main(argv=None, callbacks=()) -> int:
     from hvdcourse.examples.cli import training_parser
 
     args = training_parser(
-        "Train the course's MNIST CNN with PyTorch and Horovod on N workers."
+        "Train the course's MNIST CNN with PyTorch and Horovod on N workers.", live_metrics=True
     ).parse_args(argv)
 
     import torch
@@ -75,6 +75,16 @@ def main(argv=None, callbacks=()) -> int:
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod: rank 0's weights to all
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)  # Horovod: and its optimizer state
 
+    live = None
+    if args.metrics_port is not None:  # live metrics for Prometheus (off by default)
+        from hvdcourse.examples import live_metrics
+
+        # Horovod: one port per rank of a node
+        served = live_metrics.serve(args.metrics_port, hvd.rank(), hvd.local_rank())
+        # Horovod: time each step's wait for the averaged gradients
+        live = live_metrics.TorchSteps(served, args.batch_size, steps)
+        callbacks = (*callbacks, live)
+
     if hvd.rank() == 0:  # Horovod: one header, not N
         print(
             f"[train_torch_hvd] data={dataset.source} ranks={hvd.size()} threads/rank={threads} "
@@ -97,7 +107,10 @@ def main(argv=None, callbacks=()) -> int:
                 x, y = x.to(device), y.to(device)
                 loss = loss_fn(model(x), y)
                 loss.backward()  # Horovod: each gradient's allreduce starts as soon as it is ready
-                optimizer.step()  # Horovod: waits for the averaged gradients, then updates
+                if live is None:
+                    optimizer.step()  # Horovod: waits for the averaged gradients, then updates
+                else:
+                    live.step(optimizer, loss)  # Horovod: the same, timing that wait
                 epoch_loss += loss.item()
                 torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
         # Horovod: the loss averaged over ranks, not rank 0's alone
