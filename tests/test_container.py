@@ -189,6 +189,17 @@ def test_lesson_03_executes_inside_the_image_on_the_current_checkout(container_c
     assert "container-check: OK:" in out
 
 
+def test_the_images_command_serves_jupyterlab_behind_a_token_with_the_course_kernel(
+    container_check,
+):
+    code, out = container_check
+    assert code == 0, out[-6000:]
+    assert (
+        "lab: the image's command serves JupyterLab on port 8888 (HTTP 200 with the token, "
+        "403 without), kernel /opt/hvdcourse/venv/bin/python" in out
+    ), out[-3000:]
+
+
 def test_no_container_of_the_check_is_left(container_check):
     proc = subprocess.run(
         ["podman", "ps", "-a", "--filter", "name=hvdcourse-smoke", "--format", "{{.Names}}"],

@@ -9,7 +9,8 @@
 # The smoke test runs on a copy of this checkout mounted at /work (as a learner runs their clone:
 # README, "Containers"), not on the course copy the image was built with: `make check` (Horovod's
 # build report, 2 ranks under Gloo and MPI, TensorFlow and PyTorch) and lesson 03 executed on 2 MPI
-# engines. Prints the time of each step and the image size; removes its container and copy on exit.
+# engines; then the image's own command, JupyterLab, on its port behind a token. Prints the time of
+# each step and the image size; removes its containers and the copy on exit.
 #
 # No container registry is reachable from the course's machine, so the base image is made here:
 # a Debian 12 root file system from Debian's packages (debootstrap), imported with `podman import`
@@ -74,7 +75,7 @@ IMAGE="localhost/hvdcourse:env-$(env_key)"
 scratch="$(mktemp -d)"
 container="hvdcourse-smoke-$$"
 cleanup() {
-  podman rm -f --ignore "$container" >/dev/null 2>&1 || true
+  podman rm -f --ignore "$container" "$container-lab" >/dev/null 2>&1 || true
   rm -rf "$scratch" "${rootfs:-}"
 }
 trap cleanup EXIT
@@ -140,6 +141,26 @@ fi
   'make check && python -m hvdcourse.course.book.book_build --execute notebooks/03_allreduce.md && echo LESSON-OK' \
   2>&1 | tee "$scratch/smoke.log" || die "the smoke test failed inside the image (see above)"
 grep -q LESSON-OK "$scratch/smoke.log" || die "the lesson did not run inside the image (see above)"
+
+# The image's own command, as a laptop runs it: JupyterLab on the exposed port, behind a token
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+token="$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+"${pod[@]}" run -d --rm --name "$container-lab" "${limits[@]}" -p "127.0.0.1:$port:8888" \
+  -e "JUPYTER_TOKEN=$token" "$IMAGE" >/dev/null || die "the image's command (make lab) did not start"
+code=000
+for _ in $(seq 60); do
+  code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/lab?token=$token" || true)"
+  [ "$code" != 200 ] || break
+  sleep 2
+done
+[ "$code" = 200 ] || { podman logs "$container-lab" 2>&1 | tail -20; die "JupyterLab in the image did not answer on port 8888 within 120 s (HTTP $code)"; }
+kernel="$(curl -s "http://127.0.0.1:$port/api/kernelspecs?token=$token" \
+  | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["kernelspecs"][d["default"]]["spec"]["argv"][0])')"
+[ "$kernel" = /opt/hvdcourse/venv/bin/python ] || die "the lab's kernel runs $kernel, not the course venv's Python"
+denied="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/api/kernelspecs")"
+[ "$denied" = 403 ] || die "JupyterLab in the image answered HTTP $denied without the token (403 expected)"
+podman stop -t 20 "$container-lab" >/dev/null
+say "lab: the image's command serves JupyterLab on port 8888 (HTTP 200 with the token, 403 without), kernel $kernel"
 t_smoke=$(( $(date +%s) - t2 ))
 
 size="$(podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%.1f GB", $1 / 1e9}')"
