@@ -324,7 +324,8 @@ def ensure_writable_dir(path: str) -> None:
     """Create ``path``; raise :class:`~hvdcourse.runtime.errors.UsageError` if it cannot be written."""
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".write-test")
+        # one probe per process: workers that share the folder (MWMS) check it at the same moment
+        probe = os.path.join(path, f".write-test-{os.getpid()}")
         with open(probe, "w"):
             pass
         os.remove(probe)
