@@ -4,7 +4,7 @@ with the same prerequisites, environment and course files, on a Python the set-u
 
 And the image is built and smoke-tested here, by `make container-check` (tools/container_check.sh):
 Podman runs on this machine. The image is keyed by what its `make env` uses, like the Horovod wheel, so
-a cold build (15-30 minutes) happens once per change of the set-up or the pins; otherwise the suite
+a cold build (8 minutes on a quiet machine, 30 at load 20-30) happens once per change of the set-up or the pins; otherwise the suite
 reuses it and runs only the smoke test on a copy of this checkout (about 3 minutes).
 """
 
@@ -143,7 +143,7 @@ def test_the_container_check_script_passes_shellcheck():
     assert proc.returncode == 0, proc.stdout
 
 
-# a cold build (new set-up inputs) takes 15-30 minutes on 2 cores; the smoke test about 3
+# a cold build (new set-up inputs) takes 8-30 minutes on 2 cores; the smoke test about 2
 CHECK_TIMEOUT = 3600
 
 
