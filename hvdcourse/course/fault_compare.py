@@ -180,8 +180,8 @@ def ray_fault_callback(rank: int, at_step: int, marker: str):
     ``at_step`` steps, once per ``marker`` file.
 
     The callback is pickled and sent to every worker, so the rank is checked where it runs
-    (``ray.train.get_context()``). The kill writes the time to ``marker``; a worker process started
-    after it (a restarted one) writes the time of its first step to ``marker + ".resumed"``; a
+    (``ray.train.get_context()``). The kill writes the time to ``marker``; the restarted rank 0
+    writes the time of its first step to ``marker + ".resumed"``; a
     restarted worker never kills itself again (:func:`hvdcourse.course.faults.first_time`). With
     ``train_ray_tf.main(argv, callbacks=[...])``.
     """
@@ -198,14 +198,14 @@ def ray_fault_callback(rank: int, at_step: int, marker: str):
             if not self.first:
                 return
             self.first = False
-            import psutil
             import ray.train
 
+            # The first workers all take their first step before any of them reaches ``at_step``
+            # (each step waits for the others' gradients), so a worker that finds the marker at
+            # its first step is a restarted one. (Not the process's start time: psutil derives it
+            # from the boot time in whole seconds, and Ray starts the new worker within a second.)
             if os.path.exists(marker) and ray.train.get_context().get_world_rank() == 0:
-                with open(marker) as fh:
-                    killed = json.load(fh)["time"]
-                if psutil.Process().create_time() > killed:  # a worker started after the kill
-                    _write(marker + ".resumed", {"time": time.time()})
+                _write(marker + ".resumed", {"time": time.time()})
 
         def on_train_batch_end(self, batch, logs=None):
             import ray.train
@@ -297,6 +297,8 @@ def ray_train(
         run.ok and bool(killed) and bool(resumed),
         {
             "resumed_from_epoch": start_epoch,
+            "killed": bool(killed),
+            "restarted_worker_stepped": bool(resumed),
             "ray": record.get("ray"),
             "output_tail": run.output[-3000:] if not run.ok else "",
         },
