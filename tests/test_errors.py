@@ -4,8 +4,12 @@ and the exit code documented in hvdcourse/runtime/errors.py and the README (2: f
 bad input is in test_faults_bad_input.py, the data preparation's in test_data.py."""
 
 import os
+import re
+import signal
 import subprocess
+import time
 
+import psutil
 import pytest
 
 from conftest import PYTHON, ROOT
@@ -99,3 +103,43 @@ def test_bench_suite_with_zero_rounds_gives_one_error_line(tmp_path):
     assert code == 2
     assert "--rounds must be at least 1" in one_error_line(out)
     assert not os.listdir(tmp_path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_a_launch_and_its_mpi_ranks():
+    # the ranks run in their own session (run_ranks), so only the launcher's cleanup can end them
+    sleeper = "import os, time; print('rank pid', os.getpid(), flush=True); time.sleep(300)"
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "hvdcourse.runtime.launch", "-np", "2", "--launcher", "mpirun"]
+        + ["--timeout", "100", "--", PYTHON, "-c", sleeper],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+    ranks, seen = [], []
+    try:
+        while len(ranks) < 2:
+            line = launch.stdout.readline()
+            assert line, "the launcher ended before both ranks started:\n" + "".join(seen)
+            seen.append(line)
+            ranks += [int(pid) for pid in re.findall(r"rank pid (\d+)", line)]
+        launch.send_signal(signal.SIGTERM)
+        out = "".join(seen) + launch.communicate(timeout=30)[0]
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert launch.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert "terminated (SIGTERM)" in one_error_line(out)
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in ranks if _alive(pid)], f"ranks left after SIGTERM: {ranks}"

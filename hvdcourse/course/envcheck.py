@@ -391,7 +391,7 @@ def check(argv=None) -> int:
 
 def main(argv=None) -> int:
     """The ``hvdcourse-check`` command: :func:`check` with the course's one-line errors and exit codes."""
-    return run_cli(check, argv)
+    return run_cli(check, argv, stop_on_sigterm=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ The trainers' side of it is taught in (lesson: Faults, hangs and elastic trainin
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 PREFIX = "hvdcourse: error:"
 USER_ERROR = 2
@@ -74,17 +76,39 @@ def error_line(err: BaseException) -> str:
     return f"{PREFIX} {text or type(err).__name__}"
 
 
-def run_cli(main, argv=None, **kwargs) -> int:
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a cancelled Slurm job, ``kill``, a CI timeout) in a command that stops like Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def run_cli(main, argv=None, *, stop_on_sigterm: bool = False, **kwargs) -> int:
     """Run an entry point's ``main(argv, **kwargs)``; a :class:`CourseError` becomes one line and its code.
 
     Other exceptions are bugs and keep their traceback; Ctrl-C exits with 130 and one line.
+    ``stop_on_sigterm``: SIGTERM stops ``main`` as Ctrl-C does (exit 143), so that the ``finally``
+    blocks of what it runs end the processes they started (:func:`hvdcourse.runtime.launch.run_ranks`
+    starts the ranks in their own session, where a signal to this process does not reach them).
+    For the commands that start and wait for runs, not for the ranks themselves: a rank waiting in
+    MPI would only see the exception after the call returns.
     """
+    previous = None
+    if stop_on_sigterm and threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return main(argv, **kwargs)
     except CourseError as err:
         if err.show:
             print(error_line(err), file=sys.stderr, flush=True)
         return err.exit_code
+    except Terminated:
+        print(f"{PREFIX} terminated (SIGTERM)", file=sys.stderr, flush=True)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print(f"{PREFIX} interrupted", file=sys.stderr, flush=True)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

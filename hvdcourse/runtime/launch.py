@@ -333,18 +333,31 @@ def _run(
         cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
         env=launch_env(env),
         cwd=cwd,
         start_new_session=True,
     )
     chunks, size, timed_out = [], 0, False
+
+    def take(line: str) -> None:
+        nonlocal size
+        if echo:
+            print(_RANK_TAG.sub("", line) if launcher == "mpirun" else line, end="", flush=True)
+        if on_line is not None:
+            on_line(line)
+        if size < max_output:
+            chunks.append(line[: max_output - size])
+            size += len(chunks[-1])
+
     try:
+        import codecs
         import selectors
 
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
+        # os.read, not readline: a buffered readline can hold a second line that already arrived
+        # until more output comes, and select() does not see what the buffer holds
+        decoder, pending = codecs.getincrementaldecoder("utf-8")(errors="replace"), ""
         while True:
             remaining = timeout - (time.monotonic() - start)
             if remaining <= 0:
@@ -354,16 +367,19 @@ def _run(
                 if proc.poll() is not None:
                     break
                 continue
-            line = proc.stdout.readline()
-            if not line:
+            data = os.read(proc.stdout.fileno(), 65536)
+            text = pending + decoder.decode(data, final=not data)
+            carry = "\r" if data and text.endswith("\r") else ""  # may be half of a \r\n
+            # universal newlines, as a text pipe reads them (a progress bar's \r ends a line)
+            text = text[: len(text) - len(carry)].replace("\r\n", "\n").replace("\r", "\n")
+            *lines, pending = text.split("\n")
+            pending += carry
+            for line in lines:
+                take(line + "\n")
+            if not data:
                 break
-            if echo:
-                print(_RANK_TAG.sub("", line) if launcher == "mpirun" else line, end="", flush=True)
-            if on_line is not None:
-                on_line(line)
-            if size < max_output:
-                chunks.append(line[: max_output - size])
-                size += len(chunks[-1])
+        if pending:  # a last line without its newline
+            take(pending)
     finally:
         if timed_out or proc.poll() is None:
             kill_group(proc)
@@ -420,4 +436,4 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     from hvdcourse.runtime.errors import run_cli
 
-    sys.exit(run_cli(main))
+    sys.exit(run_cli(main, stop_on_sigterm=True))

@@ -775,4 +775,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    sys.exit(run_cli(main, stop_on_sigterm=True))
