@@ -12,6 +12,8 @@ code  meaning
 2     the user must fix something: bad input, a missing or corrupt file, a missing tool
       (argparse's own usage errors also exit 2, with the usage line)
 3     a run failed or timed out (a rank crashed, a build or a benchmark did not finish)
+130   stopped by Ctrl-C
+143   stopped by SIGTERM (only the commands that start runs: ``run_cli(..., stop_on_sigterm=True)``)
 ====  =====================================================================================
 
 The trainers' side of it is taught in (lesson: Faults, hangs and elastic training).
