@@ -391,7 +391,8 @@ def check(argv=None) -> int:
 
 def main(argv=None) -> int:
     """The ``hvdcourse-check`` command: :func:`check` with the course's one-line errors and exit codes."""
-    return run_cli(check, argv, stop_on_sigterm=True)
+    rank = "--rank-line" in (sys.argv[1:] if argv is None else argv)  # a rank of check_ranks
+    return run_cli(check, argv, stop_on_sigterm=not rank)
 
 
 if __name__ == "__main__":

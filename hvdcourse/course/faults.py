@@ -439,4 +439,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main, stop_on_sigterm=True))
+    sys.exit(run_cli(main))

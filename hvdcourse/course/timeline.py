@@ -732,4 +732,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main, stop_on_sigterm=True))
+    sys.exit(run_cli(main, stop_on_sigterm=sys.argv[1:2] != ["rank"]))  # (not in a rank)

@@ -97,4 +97,4 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     from hvdcourse.runtime.errors import run_cli
 
-    sys.exit(run_cli(main, stop_on_sigterm=True))
+    sys.exit(run_cli(main))
