@@ -1,6 +1,7 @@
 """tools/setup_env.sh: a wrong Python, a missing compiler or MPI get one clear line, not a build log."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,3 +117,12 @@ def test_warm_setup_is_a_no_op():
         env={**os.environ, "VENV": os.path.join(ROOT, ".venv")},
     )
     assert proc.returncode == 0 and "environment up to date" in proc.stdout
+
+
+def test_the_readmes_apt_line_names_every_system_package_the_set_up_installs():
+    with open(os.path.join(ROOT, "tools", "setup_env.sh"), encoding="utf-8") as fh:
+        listed = re.search(r"^APT_PACKAGES=\(([^)]*)\)", fh.read(), re.MULTILINE).group(1).split()
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read().replace("\\\n", " ")
+    line = re.search(r"^sudo apt-get install (.+)$", readme, re.MULTILINE).group(1).split()
+    assert set(listed) - set(line) == set()
