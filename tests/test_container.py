@@ -6,7 +6,7 @@ And the image is built and smoke-tested here, by `make container-check` (tools/c
 Podman runs on this machine. The image is keyed by what its `make env` uses, like the Horovod wheel,
 so a cold build (8 minutes on a quiet machine, 30 at load 20-30) happens once per change of the set-up
 or the pins; otherwise the suite reuses it and runs only the smoke test on a copy of this checkout
-(about 3 minutes). The check starts in the background when the tests are collected
+(84 s measured). The check starts in the background when the tests are collected
 (tests/conftest.py), and these tests run last.
 """
 
