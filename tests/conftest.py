@@ -6,7 +6,6 @@ import functools
 import glob
 import http.server
 import os
-import signal
 import subprocess
 import sys
 import tarfile
@@ -38,7 +37,7 @@ os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
 def pytest_sessionfinish(session, exitstatus):
     from hvdcourse.course.faults import kill_processes, leftover_processes
 
-    stop_background_runs()  # still running only if the session ended early
+    stop_book_build()  # still running only if the session ended early
 
     wait = float(os.environ.get("HVDCOURSE_LEFTOVER_WAIT", "15"))  # seconds for stragglers to exit
     left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait)
@@ -69,104 +68,54 @@ CHROMIUM_ARGS = [
 ]
 
 
-# --- Long runs in the background: the built book (tests/book) and the course's container image ---
-# (tests/test_container.py). Each is one command whose processes spend much of their time waiting
-# (process starts, rendezvous, downloads, unpacking), as do the other tests'. So each starts as soon
-# as the tests are collected, runs beside the other tests, and the tests that need it run last and
-# wait for it (measured for the book: about 23 minutes beside the other tests, and the whole suite 42
-# minutes instead of 53). Their processes carry the session's marker like every other one and one of
-# their own, and a session that ends early stops them.
-class BackgroundRun:
-    """A command started in its own session, its output in ``log``; ``wait()`` gives its exit code,
-    stopping it once ``timeout`` seconds have passed since it started."""
-
-    def __init__(self, name: str, argv: list, log: str, timeout: float):
-        self.name, self.argv, self.log, self.timeout = name, argv, log, timeout
-        self.marker = f"HVDCOURSE_BG_{name.upper()}"
-        self.proc = None
-
-    def start(self) -> None:
-        if self.proc is not None:
-            return
-        os.makedirs(os.path.dirname(self.log), exist_ok=True)
-        self._log = open(self.log, "w")
-        self._value = os.urandom(8).hex()
-        self.proc = subprocess.Popen(
-            self.argv,
-            cwd=ROOT,
-            env={**os.environ, self.marker: self._value},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.started = time.monotonic()
-
-    def wait(self) -> int:
-        self.start()
-        left = self.timeout - (time.monotonic() - self.started)
-        try:
-            self.proc.wait(timeout=max(left, 1))
-        except subprocess.TimeoutExpired:
-            self.stop()
-        return self.proc.returncode
-
-    def output(self) -> str:
-        with open(self.log) as fh:
-            return fh.read()
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        from hvdcourse.runtime import processes
-
-        if self.proc.poll() is None:
-            try:  # SIGTERM first: the command's own clean-up runs (the container check's containers)
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=120)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-        processes.end_all(lambda: processes.with_env(self.marker, self._value))
-        self.proc.wait()
-        self._log.close()
-
-
+# --- The built book (tests/book): built once per session by the same command as ``make book`` ---
+# The build is one process that executes the lessons one after another (about 15 minutes on 2 quiet
+# cores when every page executes), and much of its time and the other tests' is spent waiting (process
+# starts, rendezvous, sleeps). So the build starts in the background as soon as the tests are
+# collected, and the tests that need the book run last, when it is done (measured: about 23 minutes
+# beside the other tests, and the whole suite 42 minutes instead of 53). Its processes carry the
+# session's marker like every other one, and a session that ends early stops it.
 BUILD = os.path.join(ROOT, "_build", "html")
+BUILD_LOG = os.path.join(ROOT, "_build", "book-build.log")
 BUILD_TIMEOUT = 3000  # seconds: the build shares the machine with the other tests
-BOOK_BUILD = BackgroundRun(
-    "book_build",
-    [PYTHON, "-m", "hvdcourse.course.book.book_build", "--timeout", str(BUILD_TIMEOUT)],
-    os.path.join(ROOT, "_build", "book-build.log"),
-    BUILD_TIMEOUT + 60,
-)
-# a cold image build (new set-up inputs) takes 8 minutes on 2 quiet cores, 30 at load 20-30; with the
-# image reused, the check takes 84 s (measured)
-CONTAINER_CHECK = BackgroundRun(
-    "container_check",
-    ["bash", os.path.join(ROOT, "tools", "container_check.sh")],
-    os.path.join(ROOT, "_build", "container-check.log"),
-    3600,
-)
-BACKGROUND = {"container_check": CONTAINER_CHECK, "built_book": BOOK_BUILD}
+BUILD_MARKER = "HVDCOURSE_BOOK_BUILD"  # the build's processes, to stop them all (kernels, engines)
+_book_build: dict = {}
 
 
-def stop_background_runs() -> None:
-    for run in BACKGROUND.values():
-        run.stop()
+def start_book_build() -> None:
+    if _book_build:
+        return
+    os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
+    log = open(BUILD_LOG, "w")
+    _book_build["log"] = log
+    _book_build["marker"] = os.urandom(8).hex()
+    _book_build["proc"] = subprocess.Popen(
+        [PYTHON, "-m", "hvdcourse.course.book.book_build", "--timeout", str(BUILD_TIMEOUT)],
+        cwd=ROOT,
+        env={**os.environ, BUILD_MARKER: _book_build["marker"]},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    _book_build["started"] = time.monotonic()
+
+
+def stop_book_build() -> None:
+    if not _book_build:
+        return
+    from hvdcourse.runtime import processes
+
+    processes.end_all(lambda: processes.with_env(BUILD_MARKER, _book_build["marker"]))
+    _book_build["proc"].wait()
+    _book_build["log"].close()
 
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(session, config, items):
-    if config.option.collectonly:
-        return
-    waiting = []
-    for fixture, run in BACKGROUND.items():
-        needing = [item for item in items if fixture in getattr(item, "fixturenames", ())]
-        if needing:
-            items[:] = [item for item in items if item not in needing]
-            waiting += needing
-            run.start()
-    # last, in the order above: the image's tests, then the book's (the longer run)
-    items += waiting
+    book = [item for item in items if "built_book" in getattr(item, "fixturenames", ())]
+    if book and not config.option.collectonly:
+        items[:] = [item for item in items if item not in book] + book
+        start_book_build()
 
 
 @pytest.fixture(scope="session")
@@ -177,17 +126,17 @@ def built_book():
     ``hvdcourse.course.book.book_build``): after ``make book`` it executes no lesson and takes seconds; after a
     change to a lesson, the package or its data it executes what that change affects.
     """
-    code = BOOK_BUILD.wait()
-    log = BOOK_BUILD.output()
-    assert code == 0, f"book build failed or hung (log: {BOOK_BUILD.log}):\n" + log[-6000:]
+    start_book_build()  # (a test that asked for the book when the collection did not see it)
+    proc = _book_build["proc"]
+    left = BUILD_TIMEOUT + 60 - (time.monotonic() - _book_build["started"])
+    try:
+        proc.wait(timeout=max(left, 1))
+    except subprocess.TimeoutExpired:
+        stop_book_build()
+    with open(BUILD_LOG) as fh:
+        log = fh.read()
+    assert proc.returncode == 0, f"book build failed or hung (log: {BUILD_LOG}):\n" + log[-6000:]
     return {"html": BUILD, "log": log}
-
-
-@pytest.fixture(scope="session")
-def container_check():
-    """``make container-check``'s exit code and output (tools/container_check.sh: the image built or
-    reused, then smoke-tested; started by the collection, above)."""
-    return CONTAINER_CHECK.wait(), CONTAINER_CHECK.output()
 
 
 @pytest.fixture(scope="session")
