@@ -9,6 +9,7 @@ import pytest
 
 from conftest import PYTHON, ROOT
 from hvdcourse.examples.data import load_mnist
+from hvdcourse.examples.training import scaled_lr
 from hvdcourse.runtime.launch import run_ranks
 
 HELPER = os.path.join(ROOT, "tests", "helpers", "in_rank_dir.py")
@@ -66,7 +67,7 @@ def test_only_rank_0_writes_checkpoints_logs_and_metrics(two_rank_run):
 
 def test_learning_rate_is_scaled_by_the_workers(two_rank_run):
     _, _, run = two_rank_run
-    assert "lr=0.004 " in run.output  # 2e-3 x 2 ranks
+    assert f"lr={scaled_lr(2e-3, 2, 'adam'):g} " in run.output  # Adam: 2e-3 x sqrt(2 ranks)
 
 
 @pytest.mark.parametrize("launcher", ["mpirun", "gloo"])

@@ -26,14 +26,16 @@ def scaled_lr(config: str, base_lr: float, workers: int) -> float:
     """The learning rate of a configuration on ``workers`` workers, from the single-worker ``base_lr``.
 
     "unscaled": base_lr; "scaled" and "scaled+warmup": base_lr * N (the linear rule of Goyal et al.
-    2017, made for SGD); "sqrt-scaled": base_lr * sqrt(N) (the square-root rule, often better suited
-    to adaptive optimizers such as Adam, whose steps do not grow with the gradient's size).
+    2017, made for SGD); "sqrt-scaled": base_lr * sqrt(N) (the square-root rule of Malladi et al.
+    2022 for adaptive optimizers such as Adam, whose steps do not grow with the gradient's size:
+    the course's rule, :func:`hvdcourse.examples.training.scaled_lr`).
     """
     if config not in CONFIGS:
         raise ValueError(f"unknown configuration {config!r}; choose one of {', '.join(CONFIGS)}")
-    if config == "unscaled":
-        return base_lr
-    return base_lr * (workers**0.5 if config == "sqrt-scaled" else workers)
+    from hvdcourse.examples.training import lr_multiplier
+
+    rule = {"unscaled": "none", "sqrt-scaled": "sqrt"}.get(config, "linear")
+    return base_lr * lr_multiplier(rule, workers)
 
 
 # ------------------------------------------------------------------------------------- memory
@@ -308,7 +310,7 @@ def metric_views(
     tf.keras.utils.set_random_seed(seed)
     model = course_model.build_model()
     model.compile(
-        optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(1e-3 * hvd.size())),
+        optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(training.scaled_lr(1e-3, hvd.size(), "adam"))),
         loss=course_model.loss_fn(),
         metrics=["accuracy"],
     )

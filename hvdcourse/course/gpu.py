@@ -381,7 +381,7 @@ def rank_main(argv) -> int:
     import horovod.torch as hvd
     import torch
 
-    from hvdcourse.examples import torch_model
+    from hvdcourse.examples import torch_model, training
     from hvdcourse.runtime.results import report
 
     p = argparse.ArgumentParser(prog="hvdcourse.course.gpu --rank")
@@ -395,7 +395,7 @@ def rank_main(argv) -> int:
         torch.cuda.set_device(device)
     for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
         model = torch_model.build_model().to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * hvd.size())
+        optimizer = torch.optim.Adam(model.parameters(), lr=training.scaled_lr(1e-3, hvd.size(), "adam"))
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         rate = _train_steps(model, optimizer, batch_size, args.steps, device)

@@ -63,7 +63,8 @@ def training_parser(
         "--lr",
         type=positive_float,
         default=1e-3,
-        help="learning rate for one worker (default 1e-3); Horovod scales it by the workers",
+        help="learning rate for one worker (default 1e-3); the distributed trainers scale it "
+        "for the workers (Adam: by the square root of their number)",
     )
     if warmup:
         p.add_argument(

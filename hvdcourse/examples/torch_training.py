@@ -28,8 +28,9 @@ def set_threads(threads: int, processes_on_node: int = 1) -> int:
 def warmup_lr(lr: float, workers: int, step: int, warmup_steps: int) -> float:
     """The learning rate at global step ``step``: from ``lr / workers`` up to ``lr`` in ``warmup_steps``.
 
-    The rule of Horovod's Keras ``LearningRateWarmupCallback`` (Goyal et al. 2017): start at the
-    rate of one worker and ramp linearly to the scaled rate; ``warmup_steps = 0``: ``lr`` at once.
+    The ramp of Horovod's Keras ``LearningRateWarmupCallback`` (Goyal et al. 2017), which always
+    starts at ``lr / workers``: the rate of one worker under the linear rule, below it under the
+    square-root rule the course uses for Adam; ``warmup_steps = 0``: ``lr`` at once.
     Computed from the step alone, so a resumed run continues on the same schedule.
     """
     if warmup_steps <= 0 or step >= warmup_steps:

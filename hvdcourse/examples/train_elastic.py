@@ -64,7 +64,7 @@ def main(argv=None, callbacks=()) -> int:
 
     model = course_model.build_model()
     optimizer = hvd.DistributedOptimizer(
-        tf.keras.optimizers.Adam(learning_rate=args.lr * hvd.size())
+        tf.keras.optimizers.Adam(learning_rate=training.scaled_lr(args.lr, hvd.size(), "adam"))
     )
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
     # Horovod: create Adam's slots now: the state must be complete
@@ -73,7 +73,7 @@ def main(argv=None, callbacks=()) -> int:
     state = hvd.elastic.KerasState(model, optimizer, epoch=0, batch=0)
 
     def on_reset():  # Horovod: after a worker left or joined, rescale the learning rate
-        optimizer.learning_rate.assign(args.lr * hvd.size())
+        optimizer.learning_rate.assign(training.scaled_lr(args.lr, hvd.size(), "adam"))
 
     state.register_reset_callbacks([on_reset])
     progress = [

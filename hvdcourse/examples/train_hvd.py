@@ -52,7 +52,8 @@ def main(argv=None, callbacks=()) -> int:
     )
 
     model = course_model.build_model()
-    lr = args.lr * hvd.size()  # Horovod: effective batch is N times larger, so is the learning rate
+    # Horovod: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    lr = training.scaled_lr(args.lr, hvd.size(), "adam")
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
     optimizer = hvd.DistributedOptimizer(optimizer)  # Horovod: average gradients with allreduce
     model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])

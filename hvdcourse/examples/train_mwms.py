@@ -226,8 +226,8 @@ def main(argv=None, callbacks=()) -> int:
 
     with strategy.scope():  # MWMS: variables created here are mirrored on every worker
         model = course_model.build_model()
-        # MWMS: the effective batch is N times larger, so is the learning rate
-        lr = args.lr * workers
+        # MWMS: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+        lr = training.scaled_lr(args.lr, workers, "adam")
         optimizer = tf.keras.optimizers.Adam(
             learning_rate=warmup_schedule(lr, workers, int(args.warmup_epochs * steps))
         )

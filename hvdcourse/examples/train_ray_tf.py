@@ -65,7 +65,8 @@ def train_loop(config: dict) -> None:
 
     with strategy.scope():  # MWMS: variables created here are mirrored on every worker
         model = course_model.build_model()
-        lr = args.lr * workers  # MWMS: the effective batch is N times larger, so is the LR
+        # MWMS: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+        lr = training.scaled_lr(args.lr, workers, "adam")
         optimizer = tf.keras.optimizers.Adam(
             learning_rate=warmup_schedule(lr, workers, int(args.warmup_epochs * steps))
         )

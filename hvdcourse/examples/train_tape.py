@@ -15,7 +15,8 @@ import sys
 def warmup_lr(step: int, lr: float, workers: int, warmup_steps: int) -> float:
     """Learning rate at ``step``: a linear ramp from ``lr / workers`` to ``lr`` over ``warmup_steps``.
 
-    The ramp of Horovod's ``LearningRateWarmupCallback``: it starts at the single-worker rate.
+    The ramp of Horovod's ``LearningRateWarmupCallback``, which always starts at ``lr / workers``
+    (the single-worker rate under the linear rule; below it under the square-root rule for Adam).
     """
     if warmup_steps <= 0 or step >= warmup_steps:
         return lr
@@ -62,7 +63,8 @@ def main(argv=None, callbacks=()) -> int:
 
     model = course_model.build_model()
     loss = course_model.loss_fn()
-    lr = args.lr * hvd.size()  # Horovod: scale the learning rate with the effective batch
+    # Horovod: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    lr = training.scaled_lr(args.lr, hvd.size(), "adam")
     warmup_steps = int(args.warmup_epochs * steps)
     optimizer = tf.keras.optimizers.Adam(learning_rate=warmup_lr(0, lr, hvd.size(), warmup_steps))
 

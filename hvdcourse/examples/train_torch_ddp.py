@@ -58,7 +58,8 @@ def main(argv=None, callbacks=()) -> int:
     steps = training.steps_per_epoch(len(train_set), args.batch_size, size, args.max_steps)
 
     model = torch_model.build_model().to(device)
-    lr = args.lr * size  # DDP: effective batch is N times larger, so is the learning rate
+    # DDP: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    lr = training.scaled_lr(args.lr, size, "adam")
     warmup_steps = int(args.warmup_epochs * steps)  # DDP: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch_model.loss_fn()

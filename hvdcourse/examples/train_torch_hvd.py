@@ -58,7 +58,8 @@ def main(argv=None, callbacks=()) -> int:
     steps = training.steps_per_epoch(len(train_set), args.batch_size, hvd.size(), args.max_steps)
 
     model = torch_model.build_model().to(device)
-    lr = args.lr * hvd.size()  # Horovod: effective batch is N times larger, so is the learning rate
+    # Horovod: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    lr = training.scaled_lr(args.lr, hvd.size(), "adam")
     warmup_steps = int(args.warmup_epochs * steps)  # Horovod: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with allreduce,

@@ -72,6 +72,36 @@ def steps_per_epoch(
     return min(steps, max_steps) if max_steps else steps
 
 
+# The course's learning-rate rule: which rule each optimizer family follows when the global batch
+# grows by a factor (linear: Goyal et al. 2017, for SGD; square root: Malladi et al. 2022, for Adam).
+LR_RULE_OF = {"sgd": "linear", "adam": "sqrt"}
+
+
+def lr_multiplier(rule: str, factor: float) -> float:
+    """How much ``rule`` ("none", "linear" or "sqrt") multiplies the rate when the batch grows by ``factor``."""
+    if rule == "none":
+        return 1.0
+    if rule == "linear":
+        return float(factor)
+    if rule == "sqrt":
+        return float(factor) ** 0.5
+    raise UsageError(f"unknown learning-rate rule {rule!r}; use one of none, linear, sqrt")
+
+
+def scaled_lr(base_lr: float, workers: int, optimizer: str = "adam") -> float:
+    """The learning rate for ``workers`` workers, each with the batch ``base_lr`` was tuned for.
+
+    The effective batch is ``workers`` times larger. SGD (with or without momentum) scales the rate
+    linearly (Goyal et al. 2017); Adam and other adaptive optimizers, whose steps do not grow with
+    the gradient's size, by the square root (Malladi et al. 2022). Every trainer of the course uses
+    Adam, hence the default. A warm-up goes with either rule.
+    """
+    family = optimizer.lower()
+    if family not in LR_RULE_OF:
+        raise UsageError(f"no learning-rate rule for optimizer {optimizer!r}; use one of {', '.join(LR_RULE_OF)}")
+    return base_lr * lr_multiplier(LR_RULE_OF[family], workers)
+
+
 def evaluate(model, x, y, batch_size: int = 256, reduce_sum=None) -> dict:
     """Loss and accuracy of ``model`` on (x, y); ``reduce_sum`` adds up the partial sums of all ranks.
 

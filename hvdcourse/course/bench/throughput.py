@@ -241,7 +241,9 @@ class _Runtime:
         return self.strategy.scope() if self.strategy is not None else contextlib.nullcontext()
 
     def optimizer(self, lr: float, groups: int = 0):
-        opt = self.tf.keras.optimizers.Adam(learning_rate=lr * self.size)
+        from hvdcourse.examples.training import scaled_lr
+
+        opt = self.tf.keras.optimizers.Adam(learning_rate=scaled_lr(lr, self.size, "adam"))
         return self.hvd.DistributedOptimizer(opt, num_groups=groups) if self.mode == "hvd" else opt
 
     def dataset(self, ds):

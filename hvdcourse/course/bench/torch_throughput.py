@@ -133,7 +133,9 @@ class _Runtime:
 
     def wrap(self, model, lr: float, groups: int = 0):
         """(model to call, optimizer), each rank starting from rank 0's weights and state."""
-        optimizer = self.torch.optim.Adam(model.parameters(), lr=lr * self.size)
+        from hvdcourse.examples.training import scaled_lr
+
+        optimizer = self.torch.optim.Adam(model.parameters(), lr=scaled_lr(lr, self.size, "adam"))
         if self.mode == "torch-hvd":
             optimizer = self.hvd.DistributedOptimizer(
                 optimizer, named_parameters=model.named_parameters(), num_groups=groups

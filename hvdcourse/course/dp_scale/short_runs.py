@@ -10,7 +10,6 @@ learning-rate rules for large batches (:func:`scaled_lr`, ``warmup_steps``).
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -27,14 +26,11 @@ def scaled_lr(rule: str, base_lr: float, base_batch: int, batch: int) -> float:
     ``sqrt`` (Krizhevsky 2014, Hoffer et al. 2017) by the square root of that ratio;
     ``linear+warmup`` is ``linear`` reached after a warm-up (see :func:`warmup_schedule`).
     """
-    ratio = batch / base_batch
-    if rule == "none":
-        return base_lr
-    if rule in ("linear", "linear+warmup"):
-        return base_lr * ratio
-    if rule == "sqrt":
-        return base_lr * math.sqrt(ratio)
-    raise UsageError(f"unknown learning-rate rule {rule!r}; use one of {', '.join(RULES)}")
+    from hvdcourse.examples.training import lr_multiplier
+
+    if rule not in RULES:
+        raise UsageError(f"unknown learning-rate rule {rule!r}; use one of {', '.join(RULES)}")
+    return base_lr * lr_multiplier(rule.replace("+warmup", ""), batch / base_batch)
 
 
 def warmup_lr(step: int, start_lr: float, target_lr: float, warmup_steps: int) -> float:
