@@ -80,8 +80,8 @@ def test_naive_conversion_gets_each_missing_step_named_with_the_rank_that_differ
         ].detail
     )
     assert (
-        "still used the single-process rate"
-        in found["the learning rate is scaled by the number of workers"].hint
+        "still the single-worker one"
+        in found["the learning rate is scaled for the number of workers"].hint
     )
     assert "hvd.allreduce" in found["the reported training loss is averaged over the ranks"].hint
     assert "rank 1 wrote" in found["only rank 0 wrote checkpoint files"].detail

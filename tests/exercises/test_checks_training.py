@@ -34,6 +34,7 @@ def test_ex05_unconverted_script_fails_everything_but_running():
     n_train = len(data.load_mnist(quiet=True).x_train)
     assert f"{n_train} examples, rank 1 on {n_train}" in by_text[
         "the ranks trained on disjoint parts that together are the whole training set"].detail
-    assert "still the single-worker one" in by_text["the learning rate is scaled by the number of workers"].hint
+    assert "still the single-worker one" in by_text[
+        "the learning rate is scaled for the number of workers (Adam: by its square root)"].hint
     assert "rank 1 wrote" in by_text["only rank 0 wrote checkpoint files"].detail
 

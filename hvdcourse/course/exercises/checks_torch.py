@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hvdcourse.course.exercises.checks_training import _files_of, _run_or_stop
-from hvdcourse.course.exercises.common import fmt, require_function
+from hvdcourse.course.exercises.common import ADAM_LR_HOW, adam_lr_verdict, fmt, require_function
 from hvdcourse.course.exercises.result import check
 
 TRAIN_ARGS = {
@@ -56,7 +56,7 @@ WRAP_FIRST_HINT = (
             1,
         ),
         "epochs": ("every epoch has a new order of the data (sampler.set_epoch)", 1),
-        "lr": ("the learning rate is scaled by the number of workers", 1),
+        "lr": ("the learning rate is scaled for the number of workers (Adam: by its square root)", 1),
         "loss": ("the reported training loss is averaged over the ranks", 1),
         "files": ("only rank 0 wrote checkpoint files", 1),
     },
@@ -239,29 +239,17 @@ def _judge_sampler(c, r0, r1):
 
 
 def _judge_lr(c, r0, r1):
-    base = TRAIN_ARGS["lr"]
-    top0 = max(r0["lrs"]) if r0["lrs"] else float("nan")
-    top1 = max(r1["lrs"]) if r1["lrs"] else float("nan")
-    hint = (
-        "lr = lr * hvd.size() before creating the optimizer: the effective batch is N times larger"
-    )
-    if np.isclose(top0, base) or np.isclose(top1, base):
-        hint = "a rank still used the single-process rate: " + hint
+    passed, detail, hint = adam_lr_verdict(r0["lrs"], TRAIN_ARGS["lr"], 2)
     if r0["lrs"] != r1["lrs"]:
         c.fail(
             "lr",
             f"the ranks used different learning rates: rank 0 {fmt(r0['lrs'], 4)}, "
             f"rank 1 {fmt(r1['lrs'], 4)}",
-            hint + "; restore() sets the rate again after loading: pass it the scaled one",
+            f"scale the rate on every rank ({ADAM_LR_HOW}); restore() sets the rate again after "
+            "loading: pass it the scaled one",
         )
     else:
-        c.judge(
-            "lr",
-            np.isclose(top0, base * 2),
-            f"the largest learning rate during training was {top0:g}; with 2 workers it should be "
-            f"{base * 2:g}",
-            hint,
-        )
+        c.judge("lr", passed, detail, hint)
 
 
 def _judge_loss(c, r0, r1):

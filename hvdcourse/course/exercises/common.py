@@ -4,6 +4,8 @@ from __future__ import annotations
 import inspect
 import traceback
 
+import numpy as np
+
 from hvdcourse.course.exercises import replay
 from hvdcourse.course.exercises.result import Stop  # noqa: F401  (the checks raise it through this module)
 
@@ -95,3 +97,35 @@ def fmt(values, limit: int = 8) -> str:
     values = list(values)
     text = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values[:limit])
     return f"[{text}{', ...' if len(values) > limit else ''}]"
+
+
+ADAM_LR_HOW = "lr * hvd.size() ** 0.5"
+
+
+def adam_lr_verdict(lrs, base: float, size: int) -> tuple:
+    """(passed, detail, hint) for the learning rates an Adam training used on ``size`` ranks.
+
+    Passes the course's rule (lesson: Converting a Keras MNIST script to Horovod), the square root
+    of the workers for Adam (:func:`hvdcourse.examples.training.scaled_lr`), with or without a
+    warm-up. Passes the linear rule too when it is reached through a warm-up: that is Horovod's own
+    examples' recipe, which the lesson measures and calls a safe alternative at a few workers; the
+    linear rule without a warm-up fails (SGD's rule, applied to Adam from the first step).
+    """
+    from hvdcourse.examples.training import scaled_lr
+
+    want, linear = scaled_lr(base, size, "adam"), scaled_lr(base, size, "sgd")
+    if not lrs:
+        return False, "no learning rate was recorded: did the training run any step?", ""
+    top = max(lrs)
+    warmed = lrs[0] < top * 0.99
+    if np.isclose(top, want) or (np.isclose(top, linear) and warmed):
+        return True, "", ""
+    detail = (f"the largest learning rate during training was {top:g}; for Adam on {size} workers the "
+              f"lesson's rule gives {want:g} (lr x sqrt({size}))")
+    hint = f"{ADAM_LR_HOW}: the effective batch is N times larger and Adam's rate grows by sqrt(N)"
+    if np.isclose(top, base):
+        hint = "the rate is still the single-worker one: " + hint
+    elif np.isclose(top, linear):
+        hint = (f"lr * hvd.size() is the linear rule, made for SGD; Horovod's examples use it with Adam, "
+                f"but only behind a warm-up. For Adam the course scales by the square root: {ADAM_LR_HOW}")
+    return False, detail, hint

@@ -226,7 +226,7 @@ def warmup(fn, rank, size, base_lr=0.01, warmup_epochs=2, steps_per_epoch=4, epo
     model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0,
               callbacks=list(callbacks or []) + [recorder])
     return {"lrs": recorder.lrs, "digest": _digest(model), "distributed": _is_distributed(model.optimizer),
-            "steps_per_epoch": steps_per_epoch}
+            "steps_per_epoch": steps_per_epoch, "optimizer": type(model.optimizer).__name__}
 
 
 def callbacks(fn, rank, size, checkpoint_dir="checkpoints", epochs=2):
