@@ -310,7 +310,9 @@ def metric_views(
     tf.keras.utils.set_random_seed(seed)
     model = course_model.build_model()
     model.compile(
-        optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.Adam(training.scaled_lr(1e-3, hvd.size(), "adam"))),
+        optimizer=hvd.DistributedOptimizer(
+            tf.keras.optimizers.Adam(training.scaled_lr(1e-3, hvd.size(), "adam"))
+        ),
         loss=course_model.loss_fn(),
         metrics=["accuracy"],
     )

@@ -1,4 +1,5 @@
 """The list of exercises and the learner-facing checks (hvdcourse/course/exercises/checks.py, paths.py, result.py)."""
+
 import os
 
 import jupytext
@@ -29,7 +30,10 @@ def test_a_right_answer_is_told_so(capsys):
     c.ok("a")
     result = c.finish()
     assert result.passed and result.score == 2
-    assert "Exercise 1 - A title: all 1 checks passed (2/2 points). Well done." in capsys.readouterr().out
+    assert (
+        "Exercise 1 - A title: all 1 checks passed (2/2 points). Well done."
+        in capsys.readouterr().out
+    )
 
 
 def test_a_wrong_answer_shows_detail_and_hint_but_no_traceback(capsys):

@@ -1,4 +1,5 @@
 """Checks of exercises 1-4 (hvdcourse/course/exercises/checks_basic.py): wrong answers get the intended findings."""
+
 import numpy as np
 
 from hvdcourse.course.exercises import checks_basic as checks
@@ -15,14 +16,20 @@ def finding(result, text_start):
 def summed_collectives(values):
     arrays = np.asarray(values, dtype=float)
     size = len(values)
-    return {"allreduce": [arrays.sum(0).tolist()] * size, "allreduce_sum": [arrays.sum(0).tolist()] * size,
-            "broadcast_from_1": [arrays[1].tolist()] * size, "allgather": [arrays.reshape(-1).tolist()] * size}
+    return {
+        "allreduce": [arrays.sum(0).tolist()] * size,
+        "allreduce_sum": [arrays.sum(0).tolist()] * size,
+        "broadcast_from_1": [arrays[1].tolist()] * size,
+        "allgather": [arrays.reshape(-1).tolist()] * size,
+    }
 
 
 def test_ex01_summing_allreduce_loses_one_point_with_the_average_hint(capsys):
     result = checks.ex01_collectives(summed_collectives)
     assert (result.score, result.max_score) == (4, 5)
-    assert "Horovod's allreduce AVERAGES by default" in finding(result, "hvd.allreduce(x) with").hint
+    assert (
+        "Horovod's allreduce AVERAGES by default" in finding(result, "hvd.allreduce(x) with").hint
+    )
     assert "[FAIL] hvd.allreduce(x) with the default op" in capsys.readouterr().out
 
 
@@ -32,7 +39,10 @@ def test_ex01_nested_allgather_gets_the_concatenation_hint():
         answer["allgather"] = [np.asarray(values, dtype=float).tolist()] * len(values)
         return answer
 
-    assert "concatenation" in finding(checks.ex01_collectives(nested, quiet=True), "hvd.allgather").hint
+    assert (
+        "concatenation"
+        in finding(checks.ex01_collectives(nested, quiet=True), "hvd.allgather").hint
+    )
 
 
 def test_ex01_error_in_the_answer_is_reported_without_a_traceback(capsys):
@@ -68,8 +78,10 @@ def test_ex03_contiguous_blocks_that_drop_the_remainder_are_incomplete():
         return list(range(rank * per, (rank + 1) * per))
 
     result = checks.ex03_sharding(shard_indices, quiet=True)
-    assert failed(result) == {"together the shards cover every example",
-                              "on 2 real ranks (2 processes) the shards are disjoint and complete"}
+    assert failed(result) == {
+        "together the shards cover every example",
+        "on 2 real ranks (2 processes) the shards are disjoint and complete",
+    }
     assert "never used" in finding(result, "together").detail
 
 
@@ -78,6 +90,7 @@ def test_ex03_shuffle_seeded_by_process_passes_alone_but_fails_on_two_ranks():
         import os
 
         import numpy as np
+
         return np.random.default_rng(os.getpid()).permutation(n)[rank::size]
 
     result = checks.ex03_sharding(shard_indices, quiet=True)
@@ -91,7 +104,9 @@ def test_ex04_whole_vector_passing_is_correct_but_sends_too_much():
         total, passing = np.array(x, dtype=float), np.array(x, dtype=float)
         for _ in range(size - 1):
             incoming = np.empty_like(passing)
-            comm.Sendrecv(passing, dest=(rank + 1) % size, recvbuf=incoming, source=(rank - 1) % size)
+            comm.Sendrecv(
+                passing, dest=(rank + 1) % size, recvbuf=incoming, source=(rank - 1) % size
+            )
             total += incoming
             passing = incoming
         return total
@@ -106,8 +121,12 @@ def test_ex04_all_to_all_exchange_talks_to_non_neighbours():
         total = np.array(x, dtype=float)
         for offset in range(1, size):
             incoming = np.empty_like(total)
-            comm.Sendrecv(np.array(x, dtype=float), dest=(rank + offset) % size, recvbuf=incoming,
-                          source=(rank - offset) % size)
+            comm.Sendrecv(
+                np.array(x, dtype=float),
+                dest=(rank + offset) % size,
+                recvbuf=incoming,
+                source=(rank - offset) % size,
+            )
             total += incoming
         return total
 
@@ -127,6 +146,7 @@ def test_ex04_collectives_are_switched_off_with_a_clear_hint():
 def test_ex04_importing_the_course_reference_is_refused():
     def ring_allreduce(comm, x):
         from hvdcourse.course.ring import ring_allreduce as reference
+
         return reference(comm, x)
 
     result = checks.ex04_ring(ring_allreduce, quiet=True)

@@ -1,4 +1,5 @@
 """Checks of exercises 8-11 (hvdcourse/course/exercises/checks_tools.py): wrong answers get the intended findings."""
+
 import json
 from collections import defaultdict
 
@@ -31,12 +32,16 @@ def test_ex08_json_load_fails_only_on_the_file_of_a_killed_run():
         return phase_times(json.load(open(path)))
 
     result = checks.ex08_timeline(time_per_phase, quiet=True)
-    assert failed(result) == {"also reads the file of a killed run (no closing ']', last record cut)"}
+    assert failed(result) == {
+        "also reads the file of a killed run (no closing ']', last record cut)"
+    }
     assert "JSONDecodeError" in finding(result, "also reads").detail
 
 
 def test_ex08_microseconds_get_the_unit_hint():
-    result = checks.ex08_timeline(lambda path: phase_times(json.load(open(path)), scale=1.0), quiet=True)
+    result = checks.ex08_timeline(
+        lambda path: phase_times(json.load(open(path)), scale=1.0), quiet=True
+    )
     assert "1000 times too large" in finding(result, "total time per phase").hint
 
 
@@ -52,24 +57,36 @@ def efficiency(curve):
 
 
 def test_ex09_speedup_instead_of_efficiency_is_named():
-    result = checks.ex09_scaling(lambda curve: {n: ips / curve[1] for n, ips in curve.items()},
-                                 lambda curves, floor, cap: (32, 1), quiet=True)
+    result = checks.ex09_scaling(
+        lambda curve: {n: ips / curve[1] for n, ips in curve.items()},
+        lambda curves, floor, cap: (32, 1),
+        quiet=True,
+    )
     assert "that is the speedup" in finding(result, "scaling efficiency").hint
 
 
 def test_ex09_ignoring_the_global_batch_limit_fails_choice_and_limits():
     def fastest_efficient(curves, min_efficiency, max_global_batch):
-        ok = [(ips, -n, b, n) for b, c in curves.items() for n, ips in c.items() if efficiency(c)[n] >= min_efficiency]
+        ok = [
+            (ips, -n, b, n)
+            for b, c in curves.items()
+            for n, ips in c.items()
+            if efficiency(c)[n] >= min_efficiency
+        ]
         return max(ok)[2:]
 
     result = checks.ex09_scaling(efficiency, fastest_efficient, quiet=True)
-    assert failed(result) == {"picks the fastest setup within the efficiency floor and the global-batch limit",
-                              "respects both limits in every case"}
+    assert failed(result) == {
+        "picks the fastest setup within the efficiency floor and the global-batch limit",
+        "respects both limits in every case",
+    }
     assert "global batch" in finding(result, "respects").detail
 
 
-@pytest.mark.parametrize("value,minutes", [("30", 30), ("1:30:00", 90), ("90:00", 90), ("1-00", 1440),
-                                           ("0-01:30", 90), ("bad", None)])
+@pytest.mark.parametrize(
+    "value,minutes",
+    [("30", 30), ("1:30:00", 90), ("90:00", 90), ("1-00", 1440), ("0-01:30", 90), ("bad", None)],
+)
 def test_slurm_time_formats_are_read_as_minutes(value, minutes):
     assert checks.slurm_minutes(value) == minutes
 
@@ -83,13 +100,17 @@ srun --mpi=pmix python -m hvdcourse.examples.train_hvd --epochs {epochs}
 
 
 def test_ex10_a_minimal_correct_script_passes():
-    result = checks.ex10_slurm(lambda nodes, tasks, minutes, epochs: GOOD_SCRIPT.format(**locals()), quiet=True)
+    result = checks.ex10_slurm(
+        lambda nodes, tasks, minutes, epochs: GOOD_SCRIPT.format(**locals()), quiet=True
+    )
     assert result.passed
 
 
 def test_ex10_sbatch_line_after_a_command_is_reported_as_ignored():
     def job_script(nodes, tasks, minutes, epochs):
-        return GOOD_SCRIPT.format(**locals()).replace("#SBATCH --time", "module load openmpi\n#SBATCH --time")
+        return GOOD_SCRIPT.format(**locals()).replace(
+            "#SBATCH --time", "module load openmpi\n#SBATCH --time"
+        )
 
     result = checks.ex10_slurm(job_script, quiet=True)
     assert "sbatch ignores '#SBATCH --time" in finding(result, "starts with").detail
@@ -98,14 +119,21 @@ def test_ex10_sbatch_line_after_a_command_is_reported_as_ignored():
 
 def test_ex10_mpirun_inside_the_job_is_refused():
     def job_script(nodes, tasks, minutes, epochs):
-        return GOOD_SCRIPT.format(**locals()).replace("srun --mpi=pmix", f"mpirun -np {nodes * tasks}")
+        return GOOD_SCRIPT.format(**locals()).replace(
+            "srun --mpi=pmix", f"mpirun -np {nodes * tasks}"
+        )
 
-    assert "mpirun/horovodrun" in finding(checks.ex10_slurm(job_script, quiet=True), "starts the ranks").detail
+    assert (
+        "mpirun/horovodrun"
+        in finding(checks.ex10_slurm(job_script, quiet=True), "starts the ranks").detail
+    )
 
 
 def test_ex10_an_unset_variable_like_the_seeds_mask_is_caught_by_shellcheck():
     def job_script(nodes, tasks, minutes, epochs):
-        return GOOD_SCRIPT.format(**locals()).replace("srun", 'MASK="0x${fe}000"\nsrun --cpu-bind=mask_cpu:"$MASK"')
+        return GOOD_SCRIPT.format(**locals()).replace(
+            "srun", 'MASK="0x${fe}000"\nsrun --cpu-bind=mask_cpu:"$MASK"'
+        )
 
     result = checks.ex10_slurm(job_script, quiet=True)
     assert failed(result) == {"is clean for shellcheck (no unset variables, quoting)"}

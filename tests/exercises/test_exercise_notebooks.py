@@ -1,5 +1,6 @@
 """The generated notebooks, executed as a learner would: solutions pass every check, learner versions
 fail only at their placeholders (and their checks say "not done yet")."""
+
 import os
 import re
 
@@ -17,23 +18,39 @@ def execute(path, folder):
     """Run every cell (errors kept in the outputs); return the executed notebook."""
     nb = nbformat.read(path, as_version=4)
     env = launch_env({"MPLBACKEND": "Agg", "IPYTHONDIR": os.path.join(folder, ".ipython")})
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": folder}})
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": folder}},
+    )
     client.execute(env=env)
     return nb
 
 
 def check_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and re.search(r"^checks\.ex\d\d_", c.source, re.M)]
+    return [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and re.search(r"^checks\.ex\d\d_", c.source, re.M)
+    ]
 
 
 def text_of(cell):
-    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+    return "".join(
+        o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+    )
 
 
 def errors_of(nb):
-    return [(i, o.ename, o.evalue) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-            for o in c.get("outputs", []) if o.output_type == "error"]
+    return [
+        (i, o.ename, o.evalue)
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.output_type == "error"
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -48,7 +65,9 @@ def test_solution_notebook_runs_without_error_and_passes_its_checks(name, tmp_pa
 def test_learner_notebook_fails_only_at_its_placeholders(name, tmp_path):
     nb = execute(os.path.join(paths.EXERCISES_DIR, name + ".ipynb"), str(tmp_path))
     label = f"Exercise {int(name[2:4])}: "
-    assert all(ename == "NotImplementedError" and evalue.startswith(label) for _, ename, evalue in errors_of(nb)), \
-        errors_of(nb)
+    assert all(
+        ename == "NotImplementedError" and evalue.startswith(label)
+        for _, ename, evalue in errors_of(nb)
+    ), errors_of(nb)
     reports = [text_of(c) for c in check_cells(nb)]
     assert reports and all("not done yet" in r for r in reports), reports

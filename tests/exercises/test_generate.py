@@ -1,4 +1,5 @@
 """The generator (hvdcourse/course/exercises/generate.py): committed notebooks, fixed ids, loud failures."""
+
 import json
 import os
 
@@ -40,12 +41,16 @@ def write_source(folder, name, text):
 
 
 def test_committed_notebooks_are_what_the_sources_generate():
-    stale = generate.generate(paths.SOURCE_DIR, paths.EXERCISES_DIR, paths.SOLUTIONS_DIR, check=True)
+    stale = generate.generate(
+        paths.SOURCE_DIR, paths.EXERCISES_DIR, paths.SOLUTIONS_DIR, check=True
+    )
     assert stale == [], "run 'make exercises' and commit: " + ", ".join(stale)
 
 
 def test_there_are_at_least_ten_exercises_each_with_both_versions():
-    sources = sorted(f[:-3] for f in os.listdir(paths.SOURCE_DIR) if f.startswith("ex") and f.endswith(".md"))
+    sources = sorted(
+        f[:-3] for f in os.listdir(paths.SOURCE_DIR) if f.startswith("ex") and f.endswith(".md")
+    )
     assert len(sources) >= 10
     for name in sources:
         assert os.path.isfile(os.path.join(paths.EXERCISES_DIR, name + ".ipynb"))
@@ -58,8 +63,9 @@ def test_learner_notebooks_contain_no_marker_and_one_placeholder_per_region():
         learner = open(os.path.join(paths.EXERCISES_DIR, name[:-3] + ".ipynb")).read()
         assert "BEGIN SOLUTION" not in learner and "END SOLUTION" not in learner
         regions = source.count("### BEGIN SOLUTION")
-        placeholders = (learner.count("raise NotImplementedError(\\\"Exercise")
-                        + learner.count("**Your answer (Exercise"))
+        placeholders = learner.count('raise NotImplementedError(\\"Exercise') + learner.count(
+            "**Your answer (Exercise"
+        )
         assert placeholders == regions, name
 
 
@@ -69,15 +75,21 @@ def test_generated_notebooks_have_fixed_ids_and_no_outputs(tmp_path):
     nb = json.load(open(tmp_path / "ex" / "ex99_test.ipynb"))
     assert [c["id"] for c in nb["cells"]] == ["ex99-00", "ex99-01"]
     assert nb["cells"][1]["outputs"] == [] and nb["cells"][1]["execution_count"] is None
-    assert nb["metadata"]["hvdcourse"] == {"exercise": "ex99", "title": "A test exercise", "version": "learner",
-                                           "source": str(tmp_path / "src" / "ex99_test.md")}
+    assert nb["metadata"]["hvdcourse"] == {
+        "exercise": "ex99",
+        "title": "A test exercise",
+        "version": "learner",
+        "source": str(tmp_path / "src" / "ex99_test.md"),
+    }
 
 
 def test_generating_twice_gives_identical_bytes(tmp_path):
     write_source(str(tmp_path / "src"), "ex99_test.md", GOOD)
     generate.generate(str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol"))
     first = open(tmp_path / "sol" / "ex99_test.ipynb").read()
-    assert generate.generate(str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol")) == []
+    assert (
+        generate.generate(str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol")) == []
+    )
     assert open(tmp_path / "sol" / "ex99_test.ipynb").read() == first
 
 
@@ -104,15 +116,24 @@ def test_source_without_an_exercise_id_is_rejected(tmp_path):
 
 def test_check_mode_reports_a_stale_notebook_and_exits_1(tmp_path, capsys):
     write_source(str(tmp_path / "src"), "ex99_test.md", GOOD)
-    args = ["--source", str(tmp_path / "src"), "--exercises", str(tmp_path / "ex"),
-            "--solutions", str(tmp_path / "sol")]
+    args = [
+        "--source",
+        str(tmp_path / "src"),
+        "--exercises",
+        str(tmp_path / "ex"),
+        "--solutions",
+        str(tmp_path / "sol"),
+    ]
     assert generate.main(args) == 0
     with open(tmp_path / "ex" / "ex99_test.ipynb", "a") as fh:
         fh.write(" ")
     assert run_cli(generate.main, ["--check", *args]) == 1
     out = capsys.readouterr()
     assert "stale:" in out.out
-    assert out.err.startswith("hvdcourse: error: generated notebooks differ") and out.err.count("\n") == 1
+    assert (
+        out.err.startswith("hvdcourse: error: generated notebooks differ")
+        and out.err.count("\n") == 1
+    )
 
 
 def test_notebook_whose_source_was_removed_is_deleted(tmp_path):
@@ -121,6 +142,6 @@ def test_notebook_whose_source_was_removed_is_deleted(tmp_path):
     generate.generate(str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol"))
     os.remove(tmp_path / "src" / "ex98_test.md")
     assert str(tmp_path / "ex" / "ex98_test.ipynb") in generate.generate(
-        str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol"))
+        str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol")
+    )
     assert not os.path.exists(tmp_path / "ex" / "ex98_test.ipynb")
-

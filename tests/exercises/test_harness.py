@@ -1,4 +1,5 @@
 """Running a learner's function on ranks (hvdcourse/course/exercises/harness.py): errors, hangs, files per rank."""
+
 import os
 
 from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
@@ -20,6 +21,7 @@ def test_the_learner_function_cannot_find_or_write_the_results_channel():
         import os
 
         from hvdcourse.runtime.results import VARIABLE, report
+
         # 0, 0: the variable is hidden and report() writes nothing without it
         return [VARIABLE in os.environ, report({"ok": True, "value": [9]}) is not None]
 
@@ -43,6 +45,7 @@ def test_an_error_on_one_rank_is_reported_with_its_rank_and_line():
 def test_a_hanging_rank_is_killed_at_the_timeout_with_no_process_left(monkeypatch):
     def hangs(n, rank, size):
         import time
+
         time.sleep(300 + n)
 
     # a marker only this run's launcher and ranks inherit: other graders or checks running on the
@@ -57,6 +60,7 @@ def test_a_hanging_rank_is_killed_at_the_timeout_with_no_process_left(monkeypatc
 def test_sys_exit_in_the_learner_function_is_an_answer_not_a_crash():
     def exits(n, rank, size):
         import sys
+
         sys.exit("bye")
 
     outcome = run_on_ranks("call", exits, np=2, timeout=60, args=(1,))

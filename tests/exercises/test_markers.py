@@ -1,9 +1,15 @@
 """The solution-marker transform (hvdcourse/course/exercises/markers.py): placeholders, solutions, malformed markers."""
+
 import ast
 
 import pytest
 
-from hvdcourse.course.exercises.markers import MarkerError, clear_solutions, find_regions, strip_markers
+from hvdcourse.course.exercises.markers import (
+    MarkerError,
+    clear_solutions,
+    find_regions,
+    strip_markers,
+)
 
 CELL = """def f(x):
     y = 1
@@ -26,8 +32,10 @@ def test_placeholder_keeps_the_indentation_of_the_marker():
 
 def test_note_after_the_marker_becomes_the_placeholder_message():
     cell = "### BEGIN SOLUTION: write the ring allreduce here\nx = 1\n### END SOLUTION"
-    assert clear_solutions(cell, "code", "Exercise 4") == \
-        'raise NotImplementedError("Exercise 4: write the ring allreduce here")'
+    assert (
+        clear_solutions(cell, "code", "Exercise 4")
+        == 'raise NotImplementedError("Exercise 4: write the ring allreduce here")'
+    )
 
 
 def test_placeholder_stays_valid_python_when_the_note_has_quotes():
@@ -43,8 +51,11 @@ def test_lines_outside_regions_are_kept_in_order():
 def test_each_region_of_a_cell_gets_its_own_placeholder():
     cell = "### BEGIN SOLUTION: one\na = 1\n### END SOLUTION\nb = 2\n### BEGIN SOLUTION: two\nc = 3\n### END SOLUTION"
     out = clear_solutions(cell, "code", "Exercise 5").splitlines()
-    assert out == ['raise NotImplementedError("Exercise 5: one")', "b = 2",
-                   'raise NotImplementedError("Exercise 5: two")']
+    assert out == [
+        'raise NotImplementedError("Exercise 5: one")',
+        "b = 2",
+        'raise NotImplementedError("Exercise 5: two")',
+    ]
 
 
 def test_markdown_region_becomes_an_answer_line():
@@ -79,7 +90,9 @@ def test_end_without_begin_fails():
         strip_markers("x = 1\n### END SOLUTION\n")
 
 
-@pytest.mark.parametrize("line", ["## BEGIN SOLUTION", "### BEGIN SOLUTON", "### end solution", "#### END SOLUTION"])
+@pytest.mark.parametrize(
+    "line", ["## BEGIN SOLUTION", "### BEGIN SOLUTON", "### end solution", "#### END SOLUTION"]
+)
 def test_misspelt_marker_fails_instead_of_leaking_the_solution(line):
     with pytest.raises(MarkerError, match="malformed marker"):
         clear_solutions(f"{line}\nsecret = 1\n", "code", "Exercise 1")

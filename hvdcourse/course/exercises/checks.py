@@ -9,6 +9,7 @@ prints what is right, what is wrong and a hint (never a traceback), and returns 
 :class:`~hvdcourse.course.exercises.result.CheckResult` that the grader reads. Checks of distributed code
 run it on 2 ranks (see :mod:`hvdcourse.course.exercises.harness`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,7 @@ from hvdcourse.course.exercises import (
     checks_torch,
     checks_training,
 )
-from hvdcourse.course.exercises.checks_tools import BUG_KINDS, show_buggy_script
-from hvdcourse.course.exercises.paths import data_path, grading
+from hvdcourse.course.exercises.paths import grading
 
 
 @dataclass(frozen=True)
@@ -43,25 +43,50 @@ class Exercise:
         return f"Exercise {int(self.id[2:])}"
 
 
-EXERCISES = {e.id: e for e in (
-    Exercise("ex01", "ex01_collectives", ("after_collectives",), checks_basic.ex01_collectives),
-    Exercise("ex02", "ex02_global_mean", ("global_mean",), checks_basic.ex02_global_mean),
-    Exercise("ex03", "ex03_sharding", ("shard_indices",), checks_basic.ex03_sharding),
-    Exercise("ex04", "ex04_ring_allreduce", ("ring_allreduce",), checks_basic.ex04_ring),
-    Exercise("ex05", "ex05_conversion", ("train_hvd",), checks_training.ex05_conversion),
-    Exercise("ex06", "ex06_lr_warmup", ("optimizer_and_warmup",), checks_training.ex06_warmup),
-    Exercise("ex07", "ex07_rank0_checkpoints", ("distributed_callbacks",), checks_training.ex07_callbacks),
-    Exercise("ex08", "ex08_timeline", ("time_per_phase",), checks_tools.ex08_timeline),
-    Exercise("ex09", "ex09_scaling", ("scaling_efficiency", "choose_setup"), checks_tools.ex09_scaling),
-    Exercise("ex10", "ex10_slurm", ("job_script",), checks_tools.ex10_slurm),
-    Exercise("ex11", "ex11_find_the_bug", ("bugs",), checks_tools.ex11_bugs),
-    Exercise("ex12", "ex12_column_parallel", ("shard_columns", "column_parallel_linear"),
-             checks_scale.ex12_column_parallel),
-    Exercise("ex13", "ex13_pipeline_bubble", ("predicted_bubble", "measured_idle_share"),
-             checks_scale.ex13_pipeline_bubble),
-    Exercise("ex14", "ex14_accumulation", ("accumulating_optimizer",), checks_scale.ex14_accumulation),
-    Exercise("ex15", "ex15_torch_conversion", ("train_hvd",), checks_torch.ex15_torch_conversion),
-)}
+EXERCISES = {
+    e.id: e
+    for e in (
+        Exercise("ex01", "ex01_collectives", ("after_collectives",), checks_basic.ex01_collectives),
+        Exercise("ex02", "ex02_global_mean", ("global_mean",), checks_basic.ex02_global_mean),
+        Exercise("ex03", "ex03_sharding", ("shard_indices",), checks_basic.ex03_sharding),
+        Exercise("ex04", "ex04_ring_allreduce", ("ring_allreduce",), checks_basic.ex04_ring),
+        Exercise("ex05", "ex05_conversion", ("train_hvd",), checks_training.ex05_conversion),
+        Exercise("ex06", "ex06_lr_warmup", ("optimizer_and_warmup",), checks_training.ex06_warmup),
+        Exercise(
+            "ex07",
+            "ex07_rank0_checkpoints",
+            ("distributed_callbacks",),
+            checks_training.ex07_callbacks,
+        ),
+        Exercise("ex08", "ex08_timeline", ("time_per_phase",), checks_tools.ex08_timeline),
+        Exercise(
+            "ex09",
+            "ex09_scaling",
+            ("scaling_efficiency", "choose_setup"),
+            checks_tools.ex09_scaling,
+        ),
+        Exercise("ex10", "ex10_slurm", ("job_script",), checks_tools.ex10_slurm),
+        Exercise("ex11", "ex11_find_the_bug", ("bugs",), checks_tools.ex11_bugs),
+        Exercise(
+            "ex12",
+            "ex12_column_parallel",
+            ("shard_columns", "column_parallel_linear"),
+            checks_scale.ex12_column_parallel,
+        ),
+        Exercise(
+            "ex13",
+            "ex13_pipeline_bubble",
+            ("predicted_bubble", "measured_idle_share"),
+            checks_scale.ex13_pipeline_bubble,
+        ),
+        Exercise(
+            "ex14", "ex14_accumulation", ("accumulating_optimizer",), checks_scale.ex14_accumulation
+        ),
+        Exercise(
+            "ex15", "ex15_torch_conversion", ("train_hvd",), checks_torch.ex15_torch_conversion
+        ),
+    )
+}
 
 
 def _for_learners(check):

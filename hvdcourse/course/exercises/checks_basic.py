@@ -3,6 +3,7 @@
 Lessons: Horovod's design, explored live; Converting a Keras MNIST script
 to Horovod; Parameter servers and ring-allreduce.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,12 @@ def expected_collectives(values) -> dict:
     """What every rank holds after each collective, for ``values[r]`` held by rank r (numpy)."""
     arrays = [np.asarray(v, dtype=float) for v in values]
     size = len(arrays)
-    per_rank = {"allreduce": np.mean(arrays, axis=0), "allreduce_sum": np.sum(arrays, axis=0),
-                "broadcast_from_1": arrays[1], "allgather": np.concatenate(arrays)}
+    per_rank = {
+        "allreduce": np.mean(arrays, axis=0),
+        "allreduce_sum": np.sum(arrays, axis=0),
+        "broadcast_from_1": arrays[1],
+        "allgather": np.concatenate(arrays),
+    }
     return {k: [v.tolist()] * size for k, v in per_rank.items()}
 
 
@@ -29,45 +34,69 @@ def _same(got, want) -> bool:
     try:
         return len(got) == len(want) and all(
             np.shape(g) == np.shape(w) and np.allclose(np.asarray(g, dtype=float), w)
-            for g, w in zip(got, want))
+            for g, w in zip(got, want)
+        )
     except (TypeError, ValueError):
         return False
 
 
-@check("ex01", "Collectives: what every rank holds", {
-    "shape": ("returns, for each collective, one result per rank", 1),
-    "allreduce": ("hvd.allreduce(x) with the default op", 1),
-    "allreduce_sum": ("hvd.allreduce(x, op=hvd.Sum)", 1),
-    "broadcast_from_1": ("hvd.broadcast(x, root_rank=1)", 1),
-    "allgather": ("hvd.allgather(x)", 1),
-})
+@check(
+    "ex01",
+    "Collectives: what every rank holds",
+    {
+        "shape": ("returns, for each collective, one result per rank", 1),
+        "allreduce": ("hvd.allreduce(x) with the default op", 1),
+        "allreduce_sum": ("hvd.allreduce(x, op=hvd.Sum)", 1),
+        "broadcast_from_1": ("hvd.broadcast(x, root_rank=1)", 1),
+        "allgather": ("hvd.allgather(x)", 1),
+    },
+)
 def ex01_collectives(c, after_collectives):
     """Exercise 1: ``after_collectives(values)`` predicts what every rank holds after each collective."""
-    cases = [[[1.0, 2.0], [3.0, 4.0]], [[1.0], [2.0], [6.0]], [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0],
-                                                                [6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]]
+    cases = [
+        [[1.0, 2.0], [3.0, 4.0]],
+        [[1.0], [2.0], [6.0]],
+        [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0], [9.0, 10.0, 11.0]],
+    ]
     hints = {
         "allreduce": "Horovod's allreduce AVERAGES by default (op=hvd.Average), unlike MPI_Allreduce, which sums",
         "allreduce_sum": "op=hvd.Sum adds the vectors of all ranks element by element",
         "broadcast_from_1": "after a broadcast every rank holds the root's value, here rank 1's",
         "allgather": "allgather concatenates the ranks' tensors along the first axis, in rank order, "
-                     "and every rank gets the whole result",
+        "and every rank gets the whole result",
     }
     require_function(c, after_collectives, "after_collectives")
-    answers = [call(c, after_collectives, [list(v) for v in case], name="after_collectives")
-               for case in cases]
-    bad = next((a for a in answers if not isinstance(a, dict) or any(k not in a for k in COLLECTIVE_KEYS)), None)
+    answers = [
+        call(c, after_collectives, [list(v) for v in case], name="after_collectives")
+        for case in cases
+    ]
+    bad = next(
+        (a for a in answers if not isinstance(a, dict) or any(k not in a for k in COLLECTIVE_KEYS)),
+        None,
+    )
     if bad is not None:
-        c.stop(f"expected a dict with the keys {list(COLLECTIVE_KEYS)}, got {bad!r:.120}",
-               "return {'allreduce': [...], 'allreduce_sum': [...], 'broadcast_from_1': [...], 'allgather': [...]}")
+        c.stop(
+            f"expected a dict with the keys {list(COLLECTIVE_KEYS)}, got {bad!r:.120}",
+            "return {'allreduce': [...], 'allreduce_sum': [...], 'broadcast_from_1': [...], 'allgather': [...]}",
+        )
         raise Stop
-    shapes_ok = all(len(a[k]) == len(case) for a, case in zip(answers, cases) for k in COLLECTIVE_KEYS)
-    c.judge("shape", shapes_ok, "some entries do not have one result per rank "
-            f"(for 3 ranks got lengths {[len(answers[1][k]) for k in COLLECTIVE_KEYS]})",
-            "a collective is called by every rank and leaves a result on every rank: return a list "
-            "with one entry per rank, e.g. [result_on_rank0, result_on_rank1]")
+    shapes_ok = all(
+        len(a[k]) == len(case) for a, case in zip(answers, cases) for k in COLLECTIVE_KEYS
+    )
+    c.judge(
+        "shape",
+        shapes_ok,
+        "some entries do not have one result per rank "
+        f"(for 3 ranks got lengths {[len(answers[1][k]) for k in COLLECTIVE_KEYS]})",
+        "a collective is called by every rank and leaves a result on every rank: return a list "
+        "with one entry per rank, e.g. [result_on_rank0, result_on_rank1]",
+    )
     for key in COLLECTIVE_KEYS:
-        wrong = [(case, a[key]) for a, case in zip(answers, cases)
-                 if not _same(a[key], expected_collectives(case)[key])]
+        wrong = [
+            (case, a[key])
+            for a, case in zip(answers, cases)
+            if not _same(a[key], expected_collectives(case)[key])
+        ]
         if not wrong:
             c.ok(key)
             continue
@@ -82,31 +111,49 @@ def ex01_collectives(c, after_collectives):
 
 
 # ------------------------------------------------------------------ exercise 2
-@check("ex02", "Collectives on 2 ranks: an exact global mean", {
-    "runs": ("runs on 2 ranks and returns a number", 1),
-    "same": ("every rank returns the same value", 1),
-    "exact": ("the value is the mean of all values of all ranks", 2),
-})
+@check(
+    "ex02",
+    "Collectives on 2 ranks: an exact global mean",
+    {
+        "runs": ("runs on 2 ranks and returns a number", 1),
+        "same": ("every rank returns the same value", 1),
+        "exact": ("the value is the mean of all values of all ranks", 2),
+    },
+)
 def ex02_global_mean(c, global_mean, timeout: float = 120):
     """Exercise 2: ``global_mean(hvd, local_values)`` on 2 ranks holding 3 and 7 values."""
     require_function(c, global_mean, "global_mean")
     outcome = run_on_ranks("global_mean", global_mean, np=2, timeout=timeout)
-    if not c.judge("runs", outcome.all_ok, describe_failure(outcome),
-                   "use hvd.allreduce(..., op=hvd.Sum) on every rank; a collective that one rank "
-                   "skips leaves the other waiting"):
+    if not c.judge(
+        "runs",
+        outcome.all_ok,
+        describe_failure(outcome),
+        "use hvd.allreduce(..., op=hvd.Sum) on every rank; a collective that one rank "
+        "skips leaves the other waiting",
+    ):
         raise Stop
     got = outcome.values()
     parts = [drivers.local_values(r) for r in range(2)]
     everything = np.concatenate(parts)
-    c.judge("same", np.allclose(got, got[0]), f"rank 0 returned {got[0]:g}, rank 1 returned {got[1]:g}",
-            "each rank only sees its own values: combine them with a collective so all ranks agree")
+    c.judge(
+        "same",
+        np.allclose(got, got[0]),
+        f"rank 0 returned {got[0]:g}, rank 1 returned {got[1]:g}",
+        "each rank only sees its own values: combine them with a collective so all ranks agree",
+    )
     truth = float(everything.mean())
     hint = "sum the values AND the counts over all ranks (op=hvd.Sum), then divide"
     if np.isclose(got[0], np.mean([p.mean() for p in parts])):
-        hint = ("that is the average of the two ranks' means; rank 1 holds more values, so its mean "
-                "weighs more. " + hint)
-    c.judge("exact", all(np.isclose(g, truth) for g in got),
-            f"expected {truth:g} on every rank, got {fmt(got)}", hint)
+        hint = (
+            "that is the average of the two ranks' means; rank 1 holds more values, so its mean "
+            "weighs more. " + hint
+        )
+    c.judge(
+        "exact",
+        all(np.isclose(g, truth) for g in got),
+        f"expected {truth:g} on every rank, got {fmt(got)}",
+        hint,
+    )
 
 
 # ------------------------------------------------------------------ exercise 3
@@ -116,11 +163,17 @@ def _shard_problems(shards: list, n: int) -> dict:
     flat = [i for s in shards for i in s]
     if len(flat) != len(set(flat)):
         dup = next(i for i in flat if flat.count(i) > 1)
-        problems["disjoint"] = f"n={n}, {len(shards)} ranks: example {dup} is in more than one shard"
+        problems["disjoint"] = (
+            f"n={n}, {len(shards)} ranks: example {dup} is in more than one shard"
+        )
     outside = sorted({i for i in flat if not 0 <= i < n})
     missing = sorted(set(range(n)) - set(flat))
     if outside or missing:
-        what = f"indices outside 0..{n - 1}: {fmt(outside)}" if outside else f"never used: {fmt(missing)}"
+        what = (
+            f"indices outside 0..{n - 1}: {fmt(outside)}"
+            if outside
+            else f"never used: {fmt(missing)}"
+        )
         problems["complete"] = f"n={n}, {len(shards)} ranks: {what}"
     sizes = [len(s) for s in shards]
     if sizes and max(sizes) - min(sizes) > 1:
@@ -132,24 +185,35 @@ SHARD_HINTS = {
     "disjoint": "rank r can take indices r, r+size, r+2*size, ... (a stride), so no two ranks share one",
     "complete": "the last examples are easy to lose when n is not a multiple of size: check n=10, size=4",
     "balanced": "every rank runs the same number of steps; shards that differ by more than one example "
-                "waste the larger rank's data or make the smaller one wait",
+    "waste the larger rank's data or make the smaller one wait",
 }
 
 
-@check("ex03", "Shard a data set: disjoint and complete", {
-    "disjoint": ("no example is in two shards", 1),
-    "complete": ("together the shards cover every example", 1),
-    "balanced": ("shard sizes differ by at most one", 1),
-    "ranks": ("on 2 real ranks (2 processes) the shards are disjoint and complete", 1),
-})
+@check(
+    "ex03",
+    "Shard a data set: disjoint and complete",
+    {
+        "disjoint": ("no example is in two shards", 1),
+        "complete": ("together the shards cover every example", 1),
+        "balanced": ("shard sizes differ by at most one", 1),
+        "ranks": ("on 2 real ranks (2 processes) the shards are disjoint and complete", 1),
+    },
+)
 def ex03_sharding(c, shard_indices, timeout: float = 60):
     """Exercise 3: ``shard_indices(num_examples, rank, size)`` gives disjoint, complete, balanced shards."""
     require_function(c, shard_indices, "shard_indices")
     found = {}
     for n in (0, 1, 5, 10, 1437):
         for size in (1, 2, 3, 4):
-            shards = [[int(i) for i in np.asarray(call(c, shard_indices, n, r, size, name="shard_indices")).ravel()]
-                      for r in range(size)]
+            shards = [
+                [
+                    int(i)
+                    for i in np.asarray(
+                        call(c, shard_indices, n, r, size, name="shard_indices")
+                    ).ravel()
+                ]
+                for r in range(size)
+            ]
             for key, message in _shard_problems(shards, n).items():
                 found.setdefault(key, message)
     for key in ("disjoint", "complete", "balanced"):
@@ -157,13 +221,20 @@ def ex03_sharding(c, shard_indices, timeout: float = 60):
     n = 1437
     outcome = run_on_ranks("call", shard_indices, np=2, timeout=timeout, args=(n,))
     if not outcome.all_ok:
-        c.fail("ranks", describe_failure(outcome), "the function must work in a fresh process too: "
-               "define everything it needs inside it")
+        c.fail(
+            "ranks",
+            describe_failure(outcome),
+            "the function must work in a fresh process too: define everything it needs inside it",
+        )
     else:
         problems = _shard_problems(outcome.values(), n)
-        c.judge("ranks", not problems, "; ".join(problems.values()),
-                "two processes must agree without talking: no unseeded randomness, no process ids; "
-                "if you shuffle, use the same seed on every rank")
+        c.judge(
+            "ranks",
+            not problems,
+            "; ".join(problems.values()),
+            "two processes must agree without talking: no unseeded randomness, no process ids; "
+            "if you shuffle, use the same seed on every rank",
+        )
 
 
 # ------------------------------------------------------------------ exercise 4
@@ -183,12 +254,16 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
     return outcome, "", ""
 
 
-@check("ex04", "A ring allreduce with mpi4py", {
-    "sum2": ("on 2 ranks every rank ends with the element-wise sum", 2),
-    "neighbours": ("messages only go to the right or left neighbour", 1),
-    "sum4": ("on 4 ranks (length not divisible by 4) every rank ends with the sum", 1),
-    "traffic": ("each rank sends 2(N-1)/N of the vector, as a ring should", 1),
-})
+@check(
+    "ex04",
+    "A ring allreduce with mpi4py",
+    {
+        "sum2": ("on 2 ranks every rank ends with the element-wise sum", 2),
+        "neighbours": ("messages only go to the right or left neighbour", 1),
+        "sum4": ("on 4 ranks (length not divisible by 4) every rank ends with the sum", 1),
+        "traffic": ("each rank sends 2(N-1)/N of the vector, as a ring should", 1),
+    },
+)
 def ex04_ring(c, ring_allreduce, timeout: float = 60):
     """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks."""
     from hvdcourse.course.ring import ring_bytes_sent
@@ -201,26 +276,43 @@ def ex04_ring(c, ring_allreduce, timeout: float = 60):
             c.fail(key, problem, hint)
             raise Stop
         truth = np.sum([drivers.ring_input(r, length) for r in range(np_)], axis=0)
-        bad = [r for r, v in enumerate(outcome.values()) if len(v["result"]) != length
-               or not np.allclose(v["result"], truth)]
+        bad = [
+            r
+            for r, v in enumerate(outcome.values())
+            if len(v["result"]) != length or not np.allclose(v["result"], truth)
+        ]
         got = outcome.values()[bad[0]]["result"] if bad else []
-        if not c.judge(key, not bad, f"{np_} ranks: rank {bad[0] if bad else ''} ended with "
-                       f"{fmt(got)}, the sum starts with {fmt(truth)}",
-                       "in reduce-scatter ADD the received chunk to yours; in allgather REPLACE yours "
-                       "with the received one; send chunk (rank - step) % N each step"):
+        if not c.judge(
+            key,
+            not bad,
+            f"{np_} ranks: rank {bad[0] if bad else ''} ended with "
+            f"{fmt(got)}, the sum starts with {fmt(truth)}",
+            "in reduce-scatter ADD the received chunk to yours; in allgather REPLACE yours "
+            "with the received one; send chunk (rank - step) % N each step",
+        ):
             raise Stop
-        strays = [(r, d) for r, v in enumerate(outcome.values()) for d, _ in v["sent"]
-                  if d not in ((r + 1) % np_, (r - 1) % np_)]
+        strays = [
+            (r, d)
+            for r, v in enumerate(outcome.values())
+            for d, _ in v["sent"]
+            if d not in ((r + 1) % np_, (r - 1) % np_)
+        ]
         if strays:
-            c.fail("neighbours", f"{np_} ranks: rank {strays[0][0]} sent to rank {strays[0][1]}",
-                   "in a ring each rank talks to (rank+1) % N and (rank-1) % N only")
+            c.fail(
+                "neighbours",
+                f"{np_} ranks: rank {strays[0][0]} sent to rank {strays[0][1]}",
+                "in a ring each rank talks to (rank+1) % N and (rank-1) % N only",
+            )
         elif np_ == 4:
             c.ok("neighbours")
         if np_ == 4:
             nbytes = length * 8
             sent = [sum(b for _, b in v["sent"]) for v in outcome.values()]
             ideal = ring_bytes_sent(nbytes, np_)
-            c.judge("traffic", sum(sent) <= 1.05 * np_ * ideal,
-                    f"the ranks sent {fmt(sent)} bytes; a ring sends {ideal:.0f} per rank "
-                    f"(the vector is {nbytes} bytes)",
-                    "send one chunk (1/N of the vector) per step, never the whole vector")
+            c.judge(
+                "traffic",
+                sum(sent) <= 1.05 * np_ * ideal,
+                f"the ranks sent {fmt(sent)} bytes; a ring sends {ideal:.0f} per rank "
+                f"(the vector is {nbytes} bytes)",
+                "send one chunk (1/N of the vector) per step, never the whole vector",
+            )

@@ -3,6 +3,7 @@ measured, and exact gradient accumulation with Horovod.
 
 Lessons: Model parallelism by hand; Data parallelism at scale.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,12 @@ from hvdcourse.course.exercises.common import Stop, call, fmt, require_function
 from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
 from hvdcourse.course.exercises.result import check
 
-MODEL_PARALLEL_FORBID = ("hvdcourse.course.model_parallel.tensor_parallel", "horovod",
-                         "horovod.tensorflow", "horovod.tensorflow.keras")
+MODEL_PARALLEL_FORBID = (
+    "hvdcourse.course.model_parallel.tensor_parallel",
+    "horovod",
+    "horovod.tensorflow",
+    "horovod.tensorflow.keras",
+)
 
 
 # ------------------------------------------------------------------ exercise 12
@@ -22,12 +27,16 @@ def _columns(d_out: int, rank: int, size: int) -> slice:
     return slice(rank * per, (rank + 1) * per)
 
 
-@check("ex12", "Write the column-parallel linear layer", {
-    "shards": ("each rank keeps its own block of 1/N of the columns of W and b", 1),
-    "output2": ("on 2 ranks every rank returns the whole x @ W + b", 2),
-    "one_gather": ("one allgather of the local output, and no other collective", 1),
-    "output4": ("on 4 ranks too", 1),
-})
+@check(
+    "ex12",
+    "Write the column-parallel linear layer",
+    {
+        "shards": ("each rank keeps its own block of 1/N of the columns of W and b", 1),
+        "output2": ("on 2 ranks every rank returns the whole x @ W + b", 2),
+        "one_gather": ("one allgather of the local output, and no other collective", 1),
+        "output4": ("on 4 ranks too", 1),
+    },
+)
 def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: float = 60):
     """Exercise 12: ``shard_columns(weight, bias, rank, size)`` and
     ``column_parallel_linear(comm, x, weight_shard, bias_shard)`` on 2 then 4 ranks."""
@@ -43,8 +52,12 @@ def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: floa
             cols = _columns(d_out, r, size)
             try:
                 w_got, b_got = (np.asarray(a, dtype=np.float64) for a in got)
-                ok = (w_got.shape == (d_in, d_out // size) and np.allclose(w_got, weight[:, cols])
-                      and np.shape(b_got) == (d_out // size,) and np.allclose(b_got, bias[cols]))
+                ok = (
+                    w_got.shape == (d_in, d_out // size)
+                    and np.allclose(w_got, weight[:, cols])
+                    and np.shape(b_got) == (d_out // size,)
+                    and np.allclose(b_got, bias[cols])
+                )
             except (TypeError, ValueError):
                 w_got, ok = np.zeros(0), False
             if not ok and wrong is None:
@@ -54,15 +67,26 @@ def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: floa
         hint = "rank r keeps weight[:, r*n:(r+1)*n] and bias[r*n:(r+1)*n] with n = d_out // size"
         if shape == (d_in // size, d_out):
             hint = "that is a block of ROWS: a column-parallel layer cuts W by columns (axis 1)"
-        c.fail("shards", f"{size} ranks: rank {r} kept a weight shard of shape {shape}; it should keep "
-                         f"columns {cols.start}..{cols.stop - 1} of W, shape {(d_in, d_out // size)}, "
-                         "and the same entries of b", hint)
+        c.fail(
+            "shards",
+            f"{size} ranks: rank {r} kept a weight shard of shape {shape}; it should keep "
+            f"columns {cols.start}..{cols.stop - 1} of W, shape {(d_in, d_out // size)}, "
+            "and the same entries of b",
+            hint,
+        )
         raise Stop
     c.ok("shards")
     for np_, key in ((2, "output2"), (4, "output4")):
-        outcome = run_on_ranks("column_parallel", (shard_columns, column_parallel_linear), np=np_,
-                               timeout=timeout, forbid=MODEL_PARALLEL_FORBID, d_in=d_in, d_out=d_out,
-                               batch=batch)
+        outcome = run_on_ranks(
+            "column_parallel",
+            (shard_columns, column_parallel_linear),
+            np=np_,
+            timeout=timeout,
+            forbid=MODEL_PARALLEL_FORBID,
+            d_in=d_in,
+            d_out=d_out,
+            batch=batch,
+        )
         if not outcome.all_ok:
             error = outcome.first_error() or {}
             hint = "every rank computes x @ weight_shard + bias_shard, then one allgather joins the columns"
@@ -73,8 +97,11 @@ def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: floa
             c.fail(key, describe_failure(outcome), hint)
             raise Stop
         values = outcome.values()
-        bad = [r for r, v in enumerate(values) if np.shape(v["output"]) != truth.shape
-               or not np.allclose(v["output"], truth)]
+        bad = [
+            r
+            for r, v in enumerate(values)
+            if np.shape(v["output"]) != truth.shape or not np.allclose(v["output"], truth)
+        ]
         if bad:
             r = bad[0]
             got = np.asarray(values[r]["output"])
@@ -83,18 +110,25 @@ def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: floa
                 hint = "that is this rank's block of columns only: gather the other ranks' blocks (one allgather)"
             elif got.shape == (batch * np_, d_out // np_):
                 hint = "the blocks were stacked as rows: join them along the columns, np.concatenate(parts, axis=1)"
-            c.fail(key, f"{np_} ranks: rank {r} returned an output of shape {got.shape}, "
-                        f"expected x @ W + b of shape {truth.shape}" + (
-                            f" starting {fmt(truth.ravel())}" if got.shape == truth.shape else ""), hint)
+            c.fail(
+                key,
+                f"{np_} ranks: rank {r} returned an output of shape {got.shape}, "
+                f"expected x @ W + b of shape {truth.shape}"
+                + (f" starting {fmt(truth.ravel())}" if got.shape == truth.shape else ""),
+                hint,
+            )
             raise Stop
         c.ok(key)
         if np_ == 2:
             calls = [v["calls"] for v in values]
             extra = next(((r, cs) for r, cs in enumerate(calls) if len(cs) != 1), None)
-            c.judge("one_gather", extra is None,
-                    f"rank {extra[0]} made {len(extra[1])} allgather call(s)" if extra else "",
-                    "a column-parallel layer communicates once in the forward pass: one allgather of "
-                    "its (batch, d_out/N) output")
+            c.judge(
+                "one_gather",
+                extra is None,
+                f"rank {extra[0]} made {len(extra[1])} allgather call(s)" if extra else "",
+                "a column-parallel layer communicates once in the forward pass: one allgather of "
+                "its (batch, d_out/N) output",
+            )
 
 
 # ------------------------------------------------------------------ exercise 13
@@ -108,11 +142,15 @@ def idle_share(ops, step_time: float) -> float:
     return 1 - sum(end - start for _, _, start, end in ops) / step_time
 
 
-@check("ex13", "Predict, then measure, the pipeline bubble", {
-    "formula": ("predicted_bubble(p, m) is (p-1)/(m+p-1)", 2),
-    "simulated": ("idle_share on simulated schedules matches each stage's idle time", 1),
-    "ranks": ("on 2 real ranks each stage measures its own idle share", 2),
-})
+@check(
+    "ex13",
+    "Predict, then measure, the pipeline bubble",
+    {
+        "formula": ("predicted_bubble(p, m) is (p-1)/(m+p-1)", 2),
+        "simulated": ("idle_share on simulated schedules matches each stage's idle time", 1),
+        "ranks": ("on 2 real ranks each stage measures its own idle share", 2),
+    },
+)
 def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: float = 60):
     """Exercise 13: ``predicted_bubble(stages, micro_batches)`` and
     ``measured_idle_share(ops, step_time)`` on simulated and on measured 2-rank pipelines."""
@@ -140,7 +178,11 @@ def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: floa
                 hint = "that is the busy share; the bubble is the idle one, 1 minus it"
         except (TypeError, ValueError):
             pass
-        c.fail("formula", f"p={p}, m={m}: you predicted {got!r:.40}, the formula gives {bubble(p, m):.4f}", hint)
+        c.fail(
+            "formula",
+            f"p={p}, m={m}: you predicted {got!r:.40}, the formula gives {bubble(p, m):.4f}",
+            hint,
+        )
     else:
         c.ok("formula")
     sim_wrong = None
@@ -149,7 +191,9 @@ def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: floa
             run = pipeline.simulate(kind, p, m)
             for s, ops in enumerate(run["ops"]):
                 ops = [tuple(op) for op in ops]
-                got = call(c, measured_idle_share, ops, run["step_time"], name="measured_idle_share")
+                got = call(
+                    c, measured_idle_share, ops, run["step_time"], name="measured_idle_share"
+                )
                 want = idle_share(ops, run["step_time"])
                 try:
                     ok = np.isclose(float(got), want)
@@ -165,24 +209,36 @@ def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: floa
                 hint = "that is the busy share; return the idle share, 1 - busy / step_time"
         except (TypeError, ValueError):
             pass
-        c.fail("simulated", f"{kind}, p={p}, m={m}, stage {s}: you measured {got!r:.40}, its operations "
-                            f"leave {want:.4f} of the step idle", hint)
+        c.fail(
+            "simulated",
+            f"{kind}, p={p}, m={m}, stage {s}: you measured {got!r:.40}, its operations "
+            f"leave {want:.4f} of the step idle",
+            hint,
+        )
     else:
         c.ok("simulated")
-    outcome = run_on_ranks("pipeline_idle", measured_idle_share, np=2, timeout=timeout, micro_batches=4)
+    outcome = run_on_ranks(
+        "pipeline_idle", measured_idle_share, np=2, timeout=timeout, micro_batches=4
+    )
     if not outcome.all_ok:
-        c.fail("ranks", describe_failure(outcome),
-               "the function gets this stage's list of (op, micro_batch, start, end) and the step time")
+        c.fail(
+            "ranks",
+            describe_failure(outcome),
+            "the function gets this stage's list of (op, micro_batch, start, end) and the step time",
+        )
         raise Stop
     for r, v in enumerate(outcome.values()):
         ops = [tuple(op) for op in v["ops"]]
         want = idle_share(ops, v["step_time"])
         if not np.isclose(v["answer"], want, atol=1e-9):
             stage = "the first stage" if r == 0 else "the last stage"
-            c.fail("ranks", f"rank {r} ({stage}, {len(ops)} operations in a {v['step_time'] * 1e3:.2f} ms "
-                            f"step): you said {v['answer']:.4f}, its operations leave {want:.4f} idle",
-                   "each rank measures only its own stage: its busy time is the sum of its own "
-                   "operations' durations")
+            c.fail(
+                "ranks",
+                f"rank {r} ({stage}, {len(ops)} operations in a {v['step_time'] * 1e3:.2f} ms "
+                f"step): you said {v['answer']:.4f}, its operations leave {want:.4f} idle",
+                "each rank measures only its own stage: its busy time is the sum of its own "
+                "operations' durations",
+            )
             return
     c.ok("ranks")
 
@@ -208,43 +264,84 @@ def accumulation_steps(size: int, k: int, micro_batch: int, lr: float) -> dict:
     plain = start
     for i in range(k):
         rows = slice(i * micro_batch, (i + 1) * micro_batch)
-        plain = step(plain, np.concatenate([x[rows] for x in xs]), np.concatenate([y[rows] for y in ys]), lr)
-    return {"start": start, "large": step(start, x_all, y_all, lr), "k_lr": step(start, x_all, y_all, k * lr),
-            "local": [step(start, x, y, lr) for x, y in zip(xs, ys)], "plain": plain}
+        plain = step(
+            plain, np.concatenate([x[rows] for x in xs]), np.concatenate([y[rows] for y in ys]), lr
+        )
+    return {
+        "start": start,
+        "large": step(start, x_all, y_all, lr),
+        "k_lr": step(start, x_all, y_all, k * lr),
+        "local": [step(start, x, y, lr) for x, y in zip(xs, ys)],
+        "plain": plain,
+    }
 
 
-@check("ex14", "Make gradient accumulation exact", {
-    "runs": ("trains on 2 ranks", 1),
-    "same": ("both ranks end with the same weights", 1),
-    "waits": ("the weights change only after the k-th batch", 1),
-    "exact": ("after k batches the weights are those of one step of the k times larger batch", 2),
-})
+@check(
+    "ex14",
+    "Make gradient accumulation exact",
+    {
+        "runs": ("trains on 2 ranks", 1),
+        "same": ("both ranks end with the same weights", 1),
+        "waits": ("the weights change only after the k-th batch", 1),
+        "exact": (
+            "after k batches the weights are those of one step of the k times larger batch",
+            2,
+        ),
+    },
+)
 def ex14_accumulation(c, accumulating_optimizer, timeout: float = 120):
     """Exercise 14: ``accumulating_optimizer(hvd, lr, k)`` trained on 2 ranks, k = 4 batches of 4."""
     k, micro_batch, lr = 4, 4, 0.05
     require_function(c, accumulating_optimizer, "accumulating_optimizer")
-    outcome = run_on_ranks("accumulation", accumulating_optimizer, np=2, timeout=timeout, k=k,
-                           micro_batch=micro_batch, lr=lr)
-    if not c.judge("runs", outcome.all_ok, describe_failure(outcome),
-                   "return hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=lr), ...); "
-                   "import tensorflow inside the function"):
+    outcome = run_on_ranks(
+        "accumulation",
+        accumulating_optimizer,
+        np=2,
+        timeout=timeout,
+        k=k,
+        micro_batch=micro_batch,
+        lr=lr,
+    )
+    if not c.judge(
+        "runs",
+        outcome.all_ok,
+        describe_failure(outcome),
+        "return hvd.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=lr), ...); "
+        "import tensorflow inside the function",
+    ):
         raise Stop
     values = outcome.values()
     seen = [np.asarray(v["weights"], dtype=np.float64) for v in values]
     if any(s.shape != (k, 7) for s in seen):
-        c.fail("same", f"expected the weights after each of the {k} batches, got shapes {[s.shape for s in seen]}")
+        c.fail(
+            "same",
+            f"expected the weights after each of the {k} batches, got shapes {[s.shape for s in seen]}",
+        )
         raise Stop
     want = accumulation_steps(2, k, micro_batch, lr)
     final = [s[-1] for s in seen]
-    if c.judge("same", np.allclose(final[0], final[1], atol=1e-6),
-               f"rank 0 ended with {fmt(final[0])}, rank 1 with {fmt(final[1])}",
-               "wrap the optimizer in hvd.DistributedOptimizer so the ranks average their gradients"):
+    if c.judge(
+        "same",
+        np.allclose(final[0], final[1], atol=1e-6),
+        f"rank 0 ended with {fmt(final[0])}, rank 1 with {fmt(final[1])}",
+        "wrap the optimizer in hvd.DistributedOptimizer so the ranks average their gradients",
+    ):
         pass
-    moved = [(r, i) for r, s in enumerate(seen) for i in range(k - 1) if not np.allclose(s[i], want["start"], atol=1e-7)]
-    c.judge("waits", not moved,
-            f"rank {moved[0][0]}: the weights changed after batch {moved[0][1] + 1} of {k}" if moved else "",
-            "pass backward_passes_per_step=k to hvd.DistributedOptimizer: it adds up k batches' "
-            "gradients and applies them once")
+    moved = [
+        (r, i)
+        for r, s in enumerate(seen)
+        for i in range(k - 1)
+        if not np.allclose(s[i], want["start"], atol=1e-7)
+    ]
+    c.judge(
+        "waits",
+        not moved,
+        f"rank {moved[0][0]}: the weights changed after batch {moved[0][1] + 1} of {k}"
+        if moved
+        else "",
+        "pass backward_passes_per_step=k to hvd.DistributedOptimizer: it adds up k batches' "
+        "gradients and applies them once",
+    )
     rank_off = [r for r in range(2) if not np.allclose(final[r], want["large"], atol=1e-5)]
     if not rank_off:
         c.ok("exact")
@@ -252,11 +349,19 @@ def ex14_accumulation(c, accumulating_optimizer, timeout: float = 120):
     r = rank_off[0]
     hint = "the step must use the mean gradient over the k batches of both ranks"
     if np.allclose(final[r], want["k_lr"], atol=1e-5):
-        hint = ("the k batches' gradients were SUMMED: that is the large batch with k times the learning "
-                "rate; set average_aggregated_gradients=True (or divide the learning rate by k)")
+        hint = (
+            "the k batches' gradients were SUMMED: that is the large batch with k times the learning "
+            "rate; set average_aggregated_gradients=True (or divide the learning rate by k)"
+        )
     elif np.allclose(final[r], want["local"][r], atol=1e-5):
-        hint = "rank {r} used its own gradients only: wrap the optimizer in hvd.DistributedOptimizer".format(r=r)
+        hint = "rank {r} used its own gradients only: wrap the optimizer in hvd.DistributedOptimizer".format(
+            r=r
+        )
     elif np.allclose(final[r], want["plain"], atol=1e-5):
         hint = "a step after every batch is plain data parallelism: accumulate with backward_passes_per_step=k"
-    c.fail("exact", f"rank {r} ended with {fmt(final[r])}; one step of the large batch gives "
-                    f"{fmt(want['large'])}", hint)
+    c.fail(
+        "exact",
+        f"rank {r} ended with {fmt(final[r])}; one step of the large batch gives "
+        f"{fmt(want['large'])}",
+        hint,
+    )

@@ -4,6 +4,7 @@ script, and finding the bugs of a Horovod script.
 Lessons: Profiling with the Horovod timeline; Measuring performance; Multi-node training with Slurm;
 Converting a Keras MNIST script to Horovod.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,18 +49,30 @@ def _compare_phases(got, want) -> tuple:
     if not names_ok:
         missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
         return False, False, f"missing phases {missing}, unexpected {extra}"
-    off = {k: (float(got[k]), want[k]) for k in want if not np.isclose(float(got[k]), want[k], rtol=0.01, atol=0.01)}
+    off = {
+        k: (float(got[k]), want[k])
+        for k in want
+        if not np.isclose(float(got[k]), want[k], rtol=0.01, atol=0.01)
+    }
     if off:
         k, (g, w) = next(iter(off.items()))
-        return True, False, f"{k}: you found {g:.3f} ms, the timeline holds {w:.3f} ms ({len(off)} phase(s) off)"
+        return (
+            True,
+            False,
+            f"{k}: you found {g:.3f} ms, the timeline holds {w:.3f} ms ({len(off)} phase(s) off)",
+        )
     return True, True, ""
 
 
-@check("ex08", "Read a Horovod timeline: time per phase", {
-    "phases": ("finds every phase of the timeline (top-level and nested)", 1),
-    "totals": ("total time per phase, summed over tensors, in ms", 2),
-    "truncated": ("also reads the file of a killed run (no closing ']', last record cut)", 1),
-})
+@check(
+    "ex08",
+    "Read a Horovod timeline: time per phase",
+    {
+        "phases": ("finds every phase of the timeline (top-level and nested)", 1),
+        "totals": ("total time per phase, summed over tensors, in ms", 2),
+        "truncated": ("also reads the file of a killed run (no closing ']', last record cut)", 1),
+    },
+)
 def ex08_timeline(c, time_per_phase):
     """Exercise 8: ``time_per_phase(path) -> {phase: total ms}`` on a recorded and on a truncated timeline."""
     path = paths.data_path(TIMELINE_FILE)
@@ -67,47 +80,101 @@ def ex08_timeline(c, time_per_phase):
     want = reference_phase_times(path)
     got = call(c, time_per_phase, path, name="time_per_phase", key_args=(TIMELINE_FILE,))
     names_ok, totals_ok, detail = _compare_phases(got, want)
-    c.judge("phases", names_ok, detail, "phases are the 'name' of the B (begin) events; E events have no "
-            "name: each closes the latest open B of the same pid, so keep a stack per pid")
+    c.judge(
+        "phases",
+        names_ok,
+        detail,
+        "phases are the 'name' of the B (begin) events; E events have no "
+        "name: each closes the latest open B of the same pid, so keep a stack per pid",
+    )
     hint = "duration = ts of the E minus ts of its B, in microseconds: divide by 1000; add up over all tensors"
     if names_ok and not totals_ok:
         ratio = np.median([float(got[k]) / want[k] for k in want if want[k] > 0])
         if np.isclose(ratio, 1000, rtol=0.05):
-            hint = "your numbers are 1000 times too large: ts is in microseconds, report milliseconds"
+            hint = (
+                "your numbers are 1000 times too large: ts is in microseconds, report milliseconds"
+            )
     c.judge("totals", totals_ok, detail if names_ok else "", hint)
     with tempfile.TemporaryDirectory(prefix="hvdcourse-ex08-") as folder:
         cut = truncated_copy(path, folder)
         want_cut = reference_phase_times(cut)
-        outcome = attempt(time_per_phase, cut, name="time_per_phase", key_args=("truncated " + TIMELINE_FILE,))
+        outcome = attempt(
+            time_per_phase, cut, name="time_per_phase", key_args=("truncated " + TIMELINE_FILE,)
+        )
         if "value" in outcome:
             _, ok, detail = _compare_phases(outcome["value"], want_cut)
         else:  # the learner's reader failed on the broken file: that is the finding
             ok, detail = False, f"{outcome['raised']['type']}: {outcome['raised']['message'][:160]}"
-        c.judge("truncated", ok, detail, "json.load fails on a cut file: decode the records one by one "
-                "(json.JSONDecoder().raw_decode) and stop at the first incomplete one; drop events "
-                "that were never closed")
+        c.judge(
+            "truncated",
+            ok,
+            detail,
+            "json.load fails on a cut file: decode the records one by one "
+            "(json.JSONDecoder().raw_decode) and stop at the first incomplete one; drop events "
+            "that were never closed",
+        )
 
 
 # ------------------------------------------------------------------ exercise 9
-EFFICIENCY_CASES = [{1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0}, {1: 50.0, 2: 100.0}, {1: 93618.0, 2: 64102.0}]
+EFFICIENCY_CASES = [
+    {1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0},
+    {1: 50.0, 2: 100.0},
+    {1: 93618.0, 2: 64102.0},
+]
 # (curves, min_efficiency, max_global_batch, answer, the mistake that case exposes)
 CHOICE_CASES = [
-    ({32: {1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0}, 128: {1: 160.0, 2: 310.0, 4: 600.0, 8: 1100.0}},
-     0.7, 1024, (128, 8), "the fastest setup that qualifies"),
-    ({32: {1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0}, 128: {1: 160.0, 2: 310.0, 4: 600.0, 8: 1100.0}},
-     0.7, 512, (128, 4), "the global batch (batch x workers) must stay within max_global_batch"),
-    ({64: {1: 200.0, 2: 380.0, 4: 560.0, 8: 700.0}}, 0.8, 4096, (64, 2),
-     "8 workers are fastest but only 44% efficient: the efficiency floor rules them out"),
-    ({32: {1: 93618.0, 2: 64102.0}}, 0.7, 1024, (32, 1),
-     "the Horovod-and-Ray benchmark measured 2 GPUs slower than 1: then one worker is the answer"),
+    (
+        {
+            32: {1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0},
+            128: {1: 160.0, 2: 310.0, 4: 600.0, 8: 1100.0},
+        },
+        0.7,
+        1024,
+        (128, 8),
+        "the fastest setup that qualifies",
+    ),
+    (
+        {
+            32: {1: 100.0, 2: 180.0, 4: 320.0, 8: 480.0},
+            128: {1: 160.0, 2: 310.0, 4: 600.0, 8: 1100.0},
+        },
+        0.7,
+        512,
+        (128, 4),
+        "the global batch (batch x workers) must stay within max_global_batch",
+    ),
+    (
+        {64: {1: 200.0, 2: 380.0, 4: 560.0, 8: 700.0}},
+        0.8,
+        4096,
+        (64, 2),
+        "8 workers are fastest but only 44% efficient: the efficiency floor rules them out",
+    ),
+    (
+        {32: {1: 93618.0, 2: 64102.0}},
+        0.7,
+        1024,
+        (32, 1),
+        "the Horovod-and-Ray benchmark measured 2 GPUs slower than 1: then one worker is the answer",
+    ),
 ]
 
 
-@check("ex09", "Choose batch size and workers from a scaling curve", {
-    "efficiency": ("scaling efficiency = images/s on N workers / (N x images/s on 1 worker)", 1),
-    "choose": ("picks the fastest setup within the efficiency floor and the global-batch limit", 2),
-    "limits": ("respects both limits in every case", 1),
-})
+@check(
+    "ex09",
+    "Choose batch size and workers from a scaling curve",
+    {
+        "efficiency": (
+            "scaling efficiency = images/s on N workers / (N x images/s on 1 worker)",
+            1,
+        ),
+        "choose": (
+            "picks the fastest setup within the efficiency floor and the global-batch limit",
+            2,
+        ),
+        "limits": ("respects both limits in every case", 1),
+    },
+)
 def ex09_scaling(c, scaling_efficiency, choose_setup):
     """Exercise 9: ``scaling_efficiency(curve)`` and ``choose_setup(curves, min_efficiency, max_global_batch)``."""
     require_function(c, scaling_efficiency, "scaling_efficiency")
@@ -115,43 +182,72 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
         got = call(c, scaling_efficiency, dict(curve), name="scaling_efficiency")
         want = {n: curve[n] / (n * curve[1]) for n in curve}
         try:
-            good = set(got) == set(want) and all(np.isclose(float(got[n]), want[n], rtol=1e-3) for n in want)
+            good = set(got) == set(want) and all(
+                np.isclose(float(got[n]), want[n], rtol=1e-3) for n in want
+            )
         except (TypeError, ValueError, KeyError):
             good = False
         if not good:
             speedup = isinstance(got, dict) and all(
-                np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve)
-            c.fail("efficiency", f"for {curve} you said {got}, expected "
-                   f"{ {n: round(v, 3) for n, v in want.items()} }",
-                   "that is the speedup; efficiency divides it by the number of workers" if speedup
-                   else "efficiency(N) = throughput(N) / (N * throughput(1))")
+                np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve
+            )
+            c.fail(
+                "efficiency",
+                f"for {curve} you said {got}, expected "
+                f"{ {n: round(v, 3) for n, v in want.items()} }",
+                "that is the speedup; efficiency divides it by the number of workers"
+                if speedup
+                else "efficiency(N) = throughput(N) / (N * throughput(1))",
+            )
             break
     else:
         c.ok("efficiency")
     require_function(c, choose_setup, "choose_setup")
     wrong, broken = [], []
     for curves, floor, cap, answer, lesson in CHOICE_CASES:
-        got = call(c, choose_setup, {b: dict(v) for b, v in curves.items()}, floor, cap, name="choose_setup")
+        got = call(
+            c,
+            choose_setup,
+            {b: dict(v) for b, v in curves.items()},
+            floor,
+            cap,
+            name="choose_setup",
+        )
         try:
             got = (int(got[0]), int(got[1]))
         except (TypeError, ValueError, IndexError):
-            c.stop(f"choose_setup returned {got!r}; expected a pair (batch_per_worker, workers)",
-                   "return e.g. (128, 4)")
+            c.stop(
+                f"choose_setup returned {got!r}; expected a pair (batch_per_worker, workers)",
+                "return e.g. (128, 4)",
+            )
             raise Stop
         if got != answer:
             wrong.append((curves, floor, cap, answer, got, lesson))
             b, n = got
-            eff = curves.get(b, {}).get(n, 0) / (n * curves.get(b, {}).get(1, np.inf)) if b in curves else 0
+            eff = (
+                curves.get(b, {}).get(n, 0) / (n * curves.get(b, {}).get(1, np.inf))
+                if b in curves
+                else 0
+            )
             if b * n > cap or eff < floor:
                 broken.append(f"({b}, {n}) has global batch {b * n} and efficiency {eff:.2f}")
     if wrong:
         curves, floor, cap, answer, got, lesson = wrong[0]
-        c.fail("choose", f"{len(wrong)} of {len(CHOICE_CASES)} cases wrong; e.g. min_efficiency={floor}, "
-               f"max_global_batch={cap}: expected {answer}, you chose {got}", lesson)
+        c.fail(
+            "choose",
+            f"{len(wrong)} of {len(CHOICE_CASES)} cases wrong; e.g. min_efficiency={floor}, "
+            f"max_global_batch={cap}: expected {answer}, you chose {got}",
+            lesson,
+        )
     else:
         c.ok("choose")
-    c.judge("limits", not broken, "; ".join(broken[:2]), "filter first (efficiency >= floor and "
-            "batch * workers <= max_global_batch), then take the highest images/s")
+    c.judge(
+        "limits",
+        not broken,
+        "; ".join(broken[:2]),
+        "filter first (efficiency >= floor and "
+        "batch * workers <= max_global_batch), then take the highest images/s",
+    )
 
 
 # ------------------------------------------------------------------ exercise 10
@@ -176,7 +272,13 @@ def slurm_minutes(value: str) -> float | None:
 
 def sbatch_options(script: str) -> tuple:
     """({option: value} from the #SBATCH lines that sbatch reads, [#SBATCH lines it ignores])."""
-    aliases = {"-N": "--nodes", "-n": "--ntasks", "-t": "--time", "-J": "--job-name", "-c": "--cpus-per-task"}
+    aliases = {
+        "-N": "--nodes",
+        "-n": "--ntasks",
+        "-t": "--time",
+        "-J": "--job-name",
+        "-c": "--cpus-per-task",
+    }
     options, ignored, body_started = {}, [], False
     for line in script.splitlines()[1:]:
         stripped = line.strip()
@@ -184,7 +286,9 @@ def sbatch_options(script: str) -> tuple:
             if body_started:
                 ignored.append(stripped)
                 continue
-            for token in re.findall(r"(-{1,2}[\w-]+)(?:[= ]+([^\s#]+))?", stripped[len("#SBATCH"):]):
+            for token in re.findall(
+                r"(-{1,2}[\w-]+)(?:[= ]+([^\s#]+))?", stripped[len("#SBATCH") :]
+            ):
                 options[aliases.get(token[0], token[0])] = token[1]
         elif stripped and not stripped.startswith("#"):
             body_started = True  # sbatch stops reading #SBATCH at the first command
@@ -196,18 +300,33 @@ def shellcheck(script: str) -> str:
     exe = shutil.which("shellcheck")
     if exe is None:
         return ""
-    run = subprocess.run([exe, "-s", "bash", "-f", "gcc", "-"], input=script, capture_output=True, text=True,
-                         timeout=30)
+    run = subprocess.run(
+        [exe, "-s", "bash", "-f", "gcc", "-"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     findings = [line.split(":", 3)[-1].strip() for line in run.stdout.splitlines() if line.strip()]
     return findings[0] if findings else ""
 
 
-@check("ex10", "Write a Slurm job script", {
-    "header": ("starts with #!/bin/bash and every #SBATCH line comes before the first command", 1),
-    "resources": ("asks for the nodes, tasks per node and time it is given", 1),
-    "launch": ("starts the ranks with srun --mpi=pmix and python -m hvdcourse.examples.train_hvd --epochs E", 1),
-    "shellcheck": ("is clean for shellcheck (no unset variables, quoting)", 1),
-})
+@check(
+    "ex10",
+    "Write a Slurm job script",
+    {
+        "header": (
+            "starts with #!/bin/bash and every #SBATCH line comes before the first command",
+            1,
+        ),
+        "resources": ("asks for the nodes, tasks per node and time it is given", 1),
+        "launch": (
+            "starts the ranks with srun --mpi=pmix and python -m hvdcourse.examples.train_hvd --epochs E",
+            1,
+        ),
+        "shellcheck": ("is clean for shellcheck (no unset variables, quoting)", 1),
+    },
+)
 def ex10_slurm(c, job_script):
     """Exercise 10: ``job_script(nodes, tasks_per_node, minutes, epochs) -> str`` (a batch script)."""
     require_function(c, job_script, "job_script")
@@ -220,60 +339,97 @@ def ex10_slurm(c, job_script):
         label = f"job_script({nodes}, {per_node}, {minutes}, {epochs})"
         options, ignored = sbatch_options(script)
         if not script.startswith("#!/bin/bash"):
-            problems["header"].append(f"{label} starts with {script.splitlines()[0] if script else ''!r}")
+            problems["header"].append(
+                f"{label} starts with {script.splitlines()[0] if script else ''!r}"
+            )
         if ignored:
-            problems["header"].append(f"{label}: sbatch ignores {ignored[0]!r} (it comes after a command)")
+            problems["header"].append(
+                f"{label}: sbatch ignores {ignored[0]!r} (it comes after a command)"
+            )
         want = {"--nodes": str(nodes), "--ntasks-per-node": str(per_node)}
         for opt, value in want.items():
             if opt not in options:
-                problems["resources"].append(f"{label}: no {opt} that sbatch reads (expected {value})")
+                problems["resources"].append(
+                    f"{label}: no {opt} that sbatch reads (expected {value})"
+                )
             elif options[opt] != value:
                 problems["resources"].append(f"{label}: {opt}={options[opt]}, expected {value}")
         if "--time" not in options:
-            problems["resources"].append(f"{label}: no --time that sbatch reads (expected {minutes} minutes)")
+            problems["resources"].append(
+                f"{label}: no --time that sbatch reads (expected {minutes} minutes)"
+            )
         else:
             got_minutes = slurm_minutes(options["--time"] or "")
             if got_minutes is None or not np.isclose(got_minutes, minutes):
-                problems["resources"].append(f"{label}: --time={options['--time']} is not {minutes} minutes")
-        commands = [ln.strip() for ln in script.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+                problems["resources"].append(
+                    f"{label}: --time={options['--time']} is not {minutes} minutes"
+                )
+        commands = [
+            ln.strip()
+            for ln in script.splitlines()
+            if ln.strip() and not ln.strip().startswith("#")
+        ]
         launch = [ln for ln in commands if re.search(r"\bsrun\b", ln)]
         if re.search(r"\b(mpirun|mpiexec|horovodrun)\b", script):
-            problems["launch"].append(f"{label} starts the ranks with mpirun/horovodrun: srun starts one per task")
+            problems["launch"].append(
+                f"{label} starts the ranks with mpirun/horovodrun: srun starts one per task"
+            )
         elif not launch or "--mpi=pmix" not in launch[0]:
             problems["launch"].append(f"{label}: no 'srun --mpi=pmix' line")
-        elif not re.search(rf"python3? -m hvdcourse\.examples\.train_hvd\b.*--epochs[ =]{epochs}\b", launch[0]):
-            problems["launch"].append(f"{label}: the srun line does not run 'python -m hvdcourse.examples.train_hvd "
-                                      f"--epochs {epochs}'")
-    hints = {"header": "sbatch reads #SBATCH lines only until the first command: put them all at the top",
-             "resources": "#SBATCH --nodes=N, --ntasks-per-node=T (one task per rank), --time=HH:MM:SS",
-             "launch": "srun --mpi=pmix python -m hvdcourse.examples.train_hvd --epochs E: Slurm starts the tasks, "
-                       "Horovod reads rank and size from PMIx"}
+        elif not re.search(
+            rf"python3? -m hvdcourse\.examples\.train_hvd\b.*--epochs[ =]{epochs}\b", launch[0]
+        ):
+            problems["launch"].append(
+                f"{label}: the srun line does not run 'python -m hvdcourse.examples.train_hvd "
+                f"--epochs {epochs}'"
+            )
+    hints = {
+        "header": "sbatch reads #SBATCH lines only until the first command: put them all at the top",
+        "resources": "#SBATCH --nodes=N, --ntasks-per-node=T (one task per rank), --time=HH:MM:SS",
+        "launch": "srun --mpi=pmix python -m hvdcourse.examples.train_hvd --epochs E: Slurm starts the tasks, "
+        "Horovod reads rank and size from PMIx",
+    }
     for key, found in problems.items():
         c.judge(key, not found, "; ".join(found[:2]), hints[key])
     finding = shellcheck(scripts[SLURM_CASES[0]])
-    c.judge("shellcheck", not finding, f"shellcheck: {finding}",
-            "the Supercomputers talk's masks used ${fe}, which is never set, so every mask was empty: "
-            "shellcheck catches that kind of mistake before a job wastes its queue time")
+    c.judge(
+        "shellcheck",
+        not finding,
+        f"shellcheck: {finding}",
+        "the Supercomputers talk's masks used ${fe}, which is never set, so every mask was empty: "
+        "shellcheck catches that kind of mistake before a job wastes its queue time",
+    )
 
 
 # ------------------------------------------------------------------ exercise 11
 BUGGY_SCRIPT = "buggy_train_hvd.py"
 BUG_KINDS = {
     # kind: (regex of the lines where the mistake shows, hint when it is missed)
-    "undefined-name": (r"train_data = train_data\.shard",
-                       "one line uses a name that is never defined (a copy-paste from the source guide)"),
-    "unsharded-data": (r"model\.fit\(x_train|^x_train, y_train = ",
-                       "look at what model.fit trains on: is it this rank's part or everything?"),
-    "unscaled-lr": (r"^lr = |Adam\(learning_rate=lr\)",
-                    "with N workers the effective batch is N times larger: what should the rate be?"),
-    "warmup-argument": (r"LearningRateWarmupCallback\(",
-                        "compare the warm-up callback's arguments with Horovod's signature"),
-    "missing-broadcast": (r"^callbacks = \[|LearningRateWarmupCallback|ModelCheckpoint|^\]",
-                          "how do the ranks come to start from the same weights?"),
-    "every-rank-checkpoints": (r"ModelCheckpoint\(",
-                               "which ranks write the checkpoint files?"),
-    "unaveraged-metrics": (r"x_test = data\.shard|y_test = data\.shard|^callbacks = \[|^\]",
-                           "each rank validates on its own part: what makes the reported metrics the same?"),
+    "undefined-name": (
+        r"train_data = train_data\.shard",
+        "one line uses a name that is never defined (a copy-paste from the source guide)",
+    ),
+    "unsharded-data": (
+        r"model\.fit\(x_train|^x_train, y_train = ",
+        "look at what model.fit trains on: is it this rank's part or everything?",
+    ),
+    "unscaled-lr": (
+        r"^lr = |Adam\(learning_rate=lr\)",
+        "with N workers the effective batch is N times larger: what should the rate be?",
+    ),
+    "warmup-argument": (
+        r"LearningRateWarmupCallback\(",
+        "compare the warm-up callback's arguments with Horovod's signature",
+    ),
+    "missing-broadcast": (
+        r"^callbacks = \[|LearningRateWarmupCallback|ModelCheckpoint|^\]",
+        "how do the ranks come to start from the same weights?",
+    ),
+    "every-rank-checkpoints": (r"ModelCheckpoint\(", "which ranks write the checkpoint files?"),
+    "unaveraged-metrics": (
+        r"x_test = data\.shard|y_test = data\.shard|^callbacks = \[|^\]",
+        "each rank validates on its own part: what makes the reported metrics the same?",
+    ),
 }
 
 
@@ -294,22 +450,32 @@ def bug_lines(kind: str) -> set:
     return {n for n, line in enumerate(buggy_script_lines(), 1) if pattern.search(line)}
 
 
-@check("ex11", "Find the bugs in a Horovod script", {
-    kind: (f"finds '{kind}'", 1) for kind in BUG_KINDS})
+@check(
+    "ex11",
+    "Find the bugs in a Horovod script",
+    {kind: (f"finds '{kind}'", 1) for kind in BUG_KINDS},
+)
 def ex11_bugs(c, bugs):
     """Exercise 11: ``bugs = {kind: line number}`` for the mistakes of the buggy script."""
     if not isinstance(bugs, dict):
-        c.stop(f"bugs must be a dict {{kind: line number}}, got {type(bugs).__name__}",
-               "e.g. bugs = {'unscaled-lr': 21}")
+        c.stop(
+            f"bugs must be a dict {{kind: line number}}, got {type(bugs).__name__}",
+            "e.g. bugs = {'unscaled-lr': 21}",
+        )
         raise Stop
     if not bugs:
-        c.stop("bugs is still empty.", "add one entry per mistake you find: {kind: line number}",
-               status="not-done")
+        c.stop(
+            "bugs is still empty.",
+            "add one entry per mistake you find: {kind: line number}",
+            status="not-done",
+        )
         raise Stop
     unknown = [k for k in bugs if k not in BUG_KINDS]
     if unknown:
-        c.stop(f"unknown kind(s) {unknown}; the kinds are {sorted(BUG_KINDS)}",
-               "use the kind names exactly as listed")
+        c.stop(
+            f"unknown kind(s) {unknown}; the kinds are {sorted(BUG_KINDS)}",
+            "use the kind names exactly as listed",
+        )
         raise Stop
     for kind, (_, hint) in BUG_KINDS.items():
         if kind not in bugs:
@@ -319,7 +485,16 @@ def ex11_bugs(c, bugs):
         try:
             lines = {int(n) for n in lines}
         except (TypeError, ValueError):
-            c.fail(kind, f"{bugs[kind]!r} is not a line number", "give the line number printed on the left")
+            c.fail(
+                kind,
+                f"{bugs[kind]!r} is not a line number",
+                "give the line number printed on the left",
+            )
             continue
         right = bug_lines(kind)
-        c.judge(kind, bool(lines & right), f"line {fmt(sorted(lines))} is not where this one shows", hint)
+        c.judge(
+            kind,
+            bool(lines & right),
+            f"line {fmt(sorted(lines))} is not where this one shows",
+            hint,
+        )

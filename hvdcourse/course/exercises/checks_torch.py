@@ -56,7 +56,10 @@ WRAP_FIRST_HINT = (
             1,
         ),
         "epochs": ("every epoch has a new order of the data (sampler.set_epoch)", 1),
-        "lr": ("the learning rate is scaled for the number of workers (Adam: by its square root)", 1),
+        "lr": (
+            "the learning rate is scaled for the number of workers (Adam: by its square root)",
+            1,
+        ),
         "loss": ("the reported training loss is averaged over the ranks", 1),
         "files": ("only rank 0 wrote checkpoint files", 1),
     },

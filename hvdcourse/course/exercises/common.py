@@ -1,4 +1,5 @@
 """Helpers shared by the exercise checks."""
+
 from __future__ import annotations
 
 import inspect
@@ -27,12 +28,21 @@ def answer_facts(fn, name: str) -> dict:
     In the judge the placeholder fact comes from the grader's own reading of the notebook's text
     (the stand-in's static facts), never from the process that ran the learner's code.
     """
+
     def compute():
-        return {"value": {"callable": callable(fn), "type": type(fn).__name__, "repr": f"{fn!r:.60}",
-                          "placeholder": callable(fn) and still_placeholder(fn)}}
+        return {
+            "value": {
+                "callable": callable(fn),
+                "type": type(fn).__name__,
+                "repr": f"{fn!r:.60}",
+                "placeholder": callable(fn) and still_placeholder(fn),
+            }
+        }
 
     mode = replay.current()
-    facts = dict(compute()["value"] if mode is None else mode.observe("facts", name, (), compute)["value"])
+    facts = dict(
+        compute()["value"] if mode is None else mode.observe("facts", name, (), compute)["value"]
+    )
     if isinstance(fn, replay.StandIn):
         facts["placeholder"] = bool(fn.facts.get("placeholder"))
     return facts
@@ -42,8 +52,10 @@ def require_function(checker, fn, name: str) -> None:
     """Stop the check with a clear message unless ``fn`` is a finished function."""
     facts = answer_facts(fn, name)
     if not facts.get("callable"):
-        checker.stop(f"expected your function {name}, got {facts.get('type')} {facts.get('repr')}",
-                     f"pass the function itself, without calling it: check({name})")
+        checker.stop(
+            f"expected your function {name}, got {facts.get('type')} {facts.get('repr')}",
+            f"pass the function itself, without calling it: check({name})",
+        )
         raise Stop
     if facts.get("placeholder"):
         checker.stop(f"{name} still raises NotImplementedError.", NOT_DONE_HINT, status="not-done")
@@ -65,16 +77,26 @@ def attempt(fn, *args, name: str = "your function", key_args=None) -> dict:
     """``{'value': fn(*args)}`` or ``{'raised': {'type', 'message', 'where'}}``; recorded or replayed
     when the grader runs the check in two halves (see :mod:`hvdcourse.course.exercises.replay`); ``key_args``
     names the call in the record when its arguments differ between processes (a temporary path)."""
+
     def compute():
         try:
             return {"value": fn(*args)}
         # a learner's bug is an answer to explain, not a crash of the check
         except Exception as err:
-            return {"raised": {"type": type(err).__name__, "message": str(err)[:500], "where": where(err)}}
+            return {
+                "raised": {
+                    "type": type(err).__name__,
+                    "message": str(err)[:500],
+                    "where": where(err),
+                }
+            }
 
     mode = replay.current()
-    return compute() if mode is None else mode.observe("call", name, args if key_args is None else key_args,
-                                                       compute)
+    return (
+        compute()
+        if mode is None
+        else mode.observe("call", name, args if key_args is None else key_args, compute)
+    )
 
 
 def call(checker, fn, *args, name: str = "your function", key_args=None):
@@ -87,8 +109,10 @@ def call(checker, fn, *args, name: str = "your function", key_args=None):
         checker.stop(f"{name} still raises NotImplementedError.", NOT_DONE_HINT, status="not-done")
         raise Stop
     place = raised["where"]
-    checker.stop(f"{name} raised {raised['type']}: {raised['message']}" + (f" ({place})" if place else ""),
-                 "run it yourself on the example in the exercise and read the full error")
+    checker.stop(
+        f"{name} raised {raised['type']}: {raised['message']}" + (f" ({place})" if place else ""),
+        "run it yourself on the example in the exercise and read the full error",
+    )
     raise Stop
 
 
@@ -120,12 +144,16 @@ def adam_lr_verdict(lrs, base: float, size: int) -> tuple:
     warmed = lrs[0] < top * 0.99
     if np.isclose(top, want) or (np.isclose(top, linear) and warmed):
         return True, "", ""
-    detail = (f"the largest learning rate during training was {top:g}; for Adam on {size} workers the "
-              f"lesson's rule gives {want:g} (lr x sqrt({size}))")
+    detail = (
+        f"the largest learning rate during training was {top:g}; for Adam on {size} workers the "
+        f"lesson's rule gives {want:g} (lr x sqrt({size}))"
+    )
     hint = f"{ADAM_LR_HOW}: the effective batch is N times larger and Adam's rate grows by sqrt(N)"
     if np.isclose(top, base):
         hint = "the rate is still the single-worker one: " + hint
     elif np.isclose(top, linear):
-        hint = (f"lr * hvd.size() is the linear rule, made for SGD; Horovod's examples use it with Adam, "
-                f"but only behind a warm-up. For Adam the course scales by the square root: {ADAM_LR_HOW}")
+        hint = (
+            f"lr * hvd.size() is the linear rule, made for SGD; Horovod's examples use it with Adam, "
+            f"but only behind a warm-up. For Adam the course scales by the square root: {ADAM_LR_HOW}"
+        )
     return False, detail, hint

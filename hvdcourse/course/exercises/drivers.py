@@ -6,6 +6,7 @@ drivers observe instead of trusting: they record the learning rate before every 
 after the first batch and at the end, the metrics before and after the learner's callbacks, and
 fingerprints of the examples each rank trained on.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,15 +34,27 @@ def global_mean(fn, rank, size, lengths=(3, 7)):
 def local_values(rank, lengths=(3, 7)) -> np.ndarray:
     """The values rank ``rank`` holds in the global-mean exercise (different counts per rank)."""
     n = lengths[rank % len(lengths)]
-    return (10.0 ** rank) * np.arange(1, n + 1, dtype=np.float64)
+    return (10.0**rank) * np.arange(1, n + 1, dtype=np.float64)
 
 
 # ---------------------------------------------------------------- ring allreduce (mpi4py)
 class RingComm:
     """A communicator that offers only point-to-point calls and records every message sent."""
 
-    ALLOWED = {"Get_rank", "Get_size", "rank", "size", "Barrier", "barrier", "Iprobe", "Probe",
-               "Recv", "recv", "Irecv", "irecv"}
+    ALLOWED = {
+        "Get_rank",
+        "Get_size",
+        "rank",
+        "size",
+        "Barrier",
+        "barrier",
+        "Iprobe",
+        "Probe",
+        "Recv",
+        "recv",
+        "Irecv",
+        "irecv",
+    }
     SENDS = {"Send", "send", "Isend", "isend", "Sendrecv", "sendrecv", "Ssend", "ssend"}
 
     def __init__(self, comm):
@@ -55,15 +68,23 @@ class RingComm:
             method = getattr(self._comm, name)
 
             def sending(*args, **kwargs):
-                buf = args[0] if args else next((kwargs[k] for k in ("sendbuf", "buf", "obj", "sendobj")
-                                                 if k in kwargs), None)
+                buf = (
+                    args[0]
+                    if args
+                    else next(
+                        (kwargs[k] for k in ("sendbuf", "buf", "obj", "sendobj") if k in kwargs),
+                        None,
+                    )
+                )
                 dest = args[1] if len(args) > 1 else kwargs.get("dest")
                 self.sent.append((int(dest), _nbytes(buf)))
                 return method(*args, **kwargs)
 
             return sending
-        raise AttributeError(f"comm.{name} is not available in this exercise: build the allreduce from "
-                             "point-to-point messages (Sendrecv, or Send and Recv) between ring neighbours")
+        raise AttributeError(
+            f"comm.{name} is not available in this exercise: build the allreduce from "
+            "point-to-point messages (Sendrecv, or Send and Recv) between ring neighbours"
+        )
 
 
 def _nbytes(buf) -> int:
@@ -122,6 +143,7 @@ def _eager(tf) -> None:
 
 def _digest(model) -> str:
     from hvdcourse.examples.model import weights_digest
+
     return weights_digest(model)
 
 
@@ -158,8 +180,11 @@ def _recorder(tf):
 
 def _is_distributed(optimizer) -> bool:
     """Horovod's DistributedOptimizer is a dynamic subclass carrying its allreduce function."""
-    return any(hasattr(optimizer, attr) for attr in ("_allreduce_grads", "_agg_helper")) or \
-        "horovod" in type(optimizer).__module__ or "_DistributedOptimizer" in str(type(optimizer).__mro__)
+    return (
+        any(hasattr(optimizer, attr) for attr in ("_allreduce_grads", "_agg_helper"))
+        or "horovod" in type(optimizer).__module__
+        or "_DistributedOptimizer" in str(type(optimizer).__mro__)
+    )
 
 
 def _toy_data(rank, n=32, features=8, seed=0):
@@ -170,14 +195,21 @@ def _toy_data(rank, n=32, features=8, seed=0):
 
 
 def _toy_model(tf, features=8):
-    return tf.keras.Sequential([tf.keras.layers.Input(shape=(features,)),
-                                tf.keras.layers.Dense(4, activation="relu"), tf.keras.layers.Dense(1)])
+    return tf.keras.Sequential(
+        [
+            tf.keras.layers.Input(shape=(features,)),
+            tf.keras.layers.Dense(4, activation="relu"),
+            tf.keras.layers.Dense(1),
+        ]
+    )
 
 
 def fingerprints(x) -> list:
     """Short hashes of each example (row) of ``x``: which examples a rank trained on."""
     x = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
-    return [hashlib.blake2b(row.tobytes(), digest_size=6).hexdigest() for row in x.reshape(len(x), -1)]
+    return [
+        hashlib.blake2b(row.tobytes(), digest_size=6).hexdigest() for row in x.reshape(len(x), -1)
+    ]
 
 
 # ---------------------------------------------------------------- the exercises' drivers
@@ -199,11 +231,18 @@ def conversion(fn, rank, size, **train_args):
     tf.keras.Model.fit = observed_fit
     returned = fn(**train_args)
     if not (isinstance(returned, tuple) and len(returned) == 2):
-        raise TypeError("return (model, x_train): the trained model and the images this rank trained on")
+        raise TypeError(
+            "return (model, x_train): the trained model and the images this rank trained on"
+        )
     model, x_train = returned
-    result = {"digest": _digest(model), "first_digest": recorder.first_digest, "lrs": recorder.lrs,
-              "batches": recorder.batches, "distributed": _is_distributed(model.optimizer),
-              "examples": fingerprints(x_train)}
+    result = {
+        "digest": _digest(model),
+        "first_digest": recorder.first_digest,
+        "lrs": recorder.lrs,
+        "batches": recorder.batches,
+        "distributed": _is_distributed(model.optimizer),
+        "examples": fingerprints(x_train),
+    }
     if rank == 0:
         full = data.load_mnist(quiet=True)
         result["all_examples"] = fingerprints(data.to_model_inputs(full.x_train, full.y_train)[0])
@@ -223,10 +262,22 @@ def warmup(fn, rank, size, base_lr=0.01, warmup_epochs=2, steps_per_epoch=4, epo
     optimizer, callbacks = returned
     model.compile(optimizer=optimizer, loss="mse")
     recorder = _recorder(tf)
-    model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0,
-              callbacks=list(callbacks or []) + [recorder])
-    return {"lrs": recorder.lrs, "digest": _digest(model), "distributed": _is_distributed(model.optimizer),
-            "steps_per_epoch": steps_per_epoch, "optimizer": type(model.optimizer).__name__}
+    model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=epochs,
+        shuffle=False,
+        verbose=0,
+        callbacks=list(callbacks or []) + [recorder],
+    )
+    return {
+        "lrs": recorder.lrs,
+        "digest": _digest(model),
+        "distributed": _is_distributed(model.optimizer),
+        "steps_per_epoch": steps_per_epoch,
+        "optimizer": type(model.optimizer).__name__,
+    }
 
 
 def callbacks(fn, rank, size, checkpoint_dir="checkpoints", epochs=2):
@@ -237,16 +288,31 @@ def callbacks(fn, rank, size, checkpoint_dir="checkpoints", epochs=2):
     model = _toy_model(tf)
     x, y = _toy_data(rank, n=24)
     x_val, y_val = _toy_data(rank, n=16, seed=1)  # each rank validates on its own, different part
-    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)), loss="mse",
-                  metrics=["mae"])
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01)),
+        loss="mse",
+        metrics=["mae"],
+    )
     before, after = _recorder(tf), _recorder(tf)
     learner = fn(hvd, checkpoint_dir)
     if learner is None or not hasattr(learner, "__iter__"):
         raise TypeError("return a list of Keras callbacks")
-    model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0, validation_data=(x_val, y_val),
-              callbacks=[before, *learner, after])
-    return {"before": before.epoch_logs, "after": after.epoch_logs, "first_digest": after.first_digest,
-            "digest": _digest(model)}
+    model.fit(
+        x,
+        y,
+        batch_size=8,
+        epochs=epochs,
+        shuffle=False,
+        verbose=0,
+        validation_data=(x_val, y_val),
+        callbacks=[before, *learner, after],
+    )
+    return {
+        "before": before.epoch_logs,
+        "after": after.epoch_logs,
+        "first_digest": after.first_digest,
+        "digest": _digest(model),
+    }
 
 
 # ---------------------------------------------------------------- PyTorch + Horovod (exercise 15)
@@ -369,8 +435,10 @@ def torch_conversion(fn, rank, size, resume_from="start.pt", **train_args):
     observer.install()
     returned = fn(resume_from=resume_from, **train_args)
     if not (isinstance(returned, tuple) and len(returned) == 3):
-        raise TypeError("return (model, loader, metrics): the trained model, the training DataLoader "
-                        "and the dict of metrics")
+        raise TypeError(
+            "return (model, loader, metrics): the trained model, the training DataLoader "
+            "and the dict of metrics"
+        )
     model, loader, metrics = returned
     if not isinstance(metrics, dict) or "train_loss" not in metrics:
         raise TypeError("return the metrics as a dict with 'train_loss', as train_single does")
@@ -414,21 +482,31 @@ class CollectiveComm:
             method = getattr(self._comm, name)
 
             def gathering(*args, **kwargs):
-                buf = args[0] if args else next(
-                    (kwargs[k] for k in ("sendbuf", "sendobj", "obj") if k in kwargs), None
+                buf = (
+                    args[0]
+                    if args
+                    else next(
+                        (kwargs[k] for k in ("sendbuf", "sendobj", "obj") if k in kwargs), None
+                    )
                 )
                 self.calls.append((name, _nbytes(buf)))
                 return method(*args, **kwargs)
 
             return gathering
-        raise AttributeError(f"comm.{name} is not available in this exercise: the column-parallel layer "
-                             "needs one allgather (comm.allgather or comm.Allgather)")
+        raise AttributeError(
+            f"comm.{name} is not available in this exercise: the column-parallel layer "
+            "needs one allgather (comm.allgather or comm.Allgather)"
+        )
 
 
 def column_inputs(d_in: int = 6, d_out: int = 8, batch: int = 3):
     """The weight, bias and input of the column-parallel exercise (the same on every rank)."""
     rng = np.random.default_rng(12)
-    return rng.standard_normal((d_in, d_out)), rng.standard_normal(d_out), rng.standard_normal((batch, d_in))
+    return (
+        rng.standard_normal((d_in, d_out)),
+        rng.standard_normal(d_out),
+        rng.standard_normal((batch, d_in)),
+    )
 
 
 def column_parallel(fns, rank, size, d_in=6, d_out=8, batch=3):
@@ -458,11 +536,23 @@ def pipeline_idle(fn, rank, size, micro_batches=4, width=64, batch=64):
     stages = pipeline.split_stages(pipeline.init_layers(width, 2 * size, seed=0), size)
     rng = np.random.default_rng(1)
     x, target = rng.standard_normal((batch, width)), rng.standard_normal((batch, width))
-    step = pipeline.run_pipeline(MPI.COMM_WORLD, "gpipe", stages[rank], x if rank == 0 else None,
-                                 target if rank == size - 1 else None, micro_batches, batch, width)
+    step = pipeline.run_pipeline(
+        MPI.COMM_WORLD,
+        "gpipe",
+        stages[rank],
+        x if rank == 0 else None,
+        target if rank == size - 1 else None,
+        micro_batches,
+        batch,
+        width,
+    )
     ops = [(str(op), int(i), float(start), float(end)) for op, i, start, end in step["ops"]]
     answer = fn(list(ops), float(step["step_time"]))
-    return {"ops": [list(op) for op in ops], "step_time": float(step["step_time"]), "answer": float(answer)}
+    return {
+        "ops": [list(op) for op in ops],
+        "step_time": float(step["step_time"]),
+        "answer": float(answer),
+    }
 
 
 def accumulation_inputs(rank: int, n: int, features: int = 6):
@@ -478,7 +568,9 @@ def accumulation(fn, rank, size, k=4, micro_batch=4, lr=0.05):
     """``fn(hvd, lr, k) -> optimizer`` on a one-neuron linear model; the weights after every batch."""
     tf, hvd = _keras_hvd()
     x, y, kernel, bias = accumulation_inputs(rank, k * micro_batch)
-    model = tf.keras.Sequential([tf.keras.layers.Input(shape=(x.shape[1],)), tf.keras.layers.Dense(1)])
+    model = tf.keras.Sequential(
+        [tf.keras.layers.Input(shape=(x.shape[1],)), tf.keras.layers.Dense(1)]
+    )
     model.layers[0].set_weights([kernel, bias])
     optimizer = fn(hvd, lr, k)
     if optimizer is None:
@@ -490,5 +582,7 @@ def accumulation(fn, rank, size, k=4, micro_batch=4, lr=0.05):
         def on_train_batch_end(self, batch, logs=None):
             seen.append([float(v) for w in model.layers[0].get_weights() for v in np.ravel(w)])
 
-    model.fit(x, y, batch_size=micro_batch, epochs=1, shuffle=False, verbose=0, callbacks=[Weights()])
+    model.fit(
+        x, y, batch_size=micro_batch, epochs=1, shuffle=False, verbose=0, callbacks=[Weights()]
+    )
     return {"weights": seen, "distributed": _is_distributed(optimizer)}

@@ -9,6 +9,7 @@ regenerate and compare byte for byte.
 ``python -m hvdcourse.course.exercises.generate``          write both versions of every exercise
 ``python -m hvdcourse.course.exercises.generate --check``  only compare with what is on disk (exit 1 if stale)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,10 @@ def read_source(path: str):
     exercise_id = str(info.get("exercise", ""))
     stem = os.path.basename(path)[:-3]
     if not ID_PATTERN.match(exercise_id) or not stem.startswith(exercise_id + "_"):
-        raise MarkerError(f"{_rel(path)}: the front matter must contain 'hvdcourse: {{exercise: exNN}}' "
-                          f"matching the file name (got {exercise_id!r} for {stem}.md)")
+        raise MarkerError(
+            f"{_rel(path)}: the front matter must contain 'hvdcourse: {{exercise: exNN}}' "
+            f"matching the file name (got {exercise_id!r} for {stem}.md)"
+        )
     return nb, info
 
 
@@ -55,8 +58,12 @@ def build(path: str, version: str):
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
-        "hvdcourse": {"exercise": exercise_id, "title": info.get("title", ""), "version": version,
-                      "source": _rel(path)},
+        "hvdcourse": {
+            "exercise": exercise_id,
+            "title": info.get("title", ""),
+            "version": version,
+            "source": _rel(path),
+        },
     }
     for index, cell in enumerate(source_nb.cells):
         where = f"{_rel(path)}: cell {index + 1} ({cell.cell_type})"
@@ -125,10 +132,16 @@ def _rel(path: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare with the files on disk, write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the files on disk, write nothing"
+    )
     parser.add_argument("--source", default=paths.SOURCE_DIR, help="folder of the MyST sources")
-    parser.add_argument("--exercises", default=paths.EXERCISES_DIR, help="learner notebooks go here")
-    parser.add_argument("--solutions", default=paths.SOLUTIONS_DIR, help="solution notebooks go here")
+    parser.add_argument(
+        "--exercises", default=paths.EXERCISES_DIR, help="learner notebooks go here"
+    )
+    parser.add_argument(
+        "--solutions", default=paths.SOLUTIONS_DIR, help="solution notebooks go here"
+    )
     args = parser.parse_args(argv)
     # MarkerError: exit 2
     stale = generate(args.source, args.exercises, args.solutions, check=args.check)
@@ -136,11 +149,17 @@ def main(argv=None) -> int:
         for path in stale:
             print(f"stale: {_rel(path)}")
         if stale:
-            raise CheckFailed("generated notebooks differ from their sources; run 'make exercises' and commit")
-        print(f"all {len(targets(args.source, args.exercises, args.solutions))} generated notebooks are up to date")
+            raise CheckFailed(
+                "generated notebooks differ from their sources; run 'make exercises' and commit"
+            )
+        print(
+            f"all {len(targets(args.source, args.exercises, args.solutions))} generated notebooks are up to date"
+        )
         return 0
-    print(f"wrote {len(stale)} notebook(s); "
-          f"{len(targets(args.source, args.exercises, args.solutions)) - len(stale)} already up to date")
+    print(
+        f"wrote {len(stale)} notebook(s); "
+        f"{len(targets(args.source, args.exercises, args.solutions)) - len(stale)} already up to date"
+    )
     return 0
 
 

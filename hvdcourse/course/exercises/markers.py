@@ -9,6 +9,7 @@ raise :class:`MarkerError` naming the place, so a solution can never leak into a
 
 Pure functions on strings: no files, no notebooks.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,27 +43,36 @@ def find_regions(source: str, where: str = "cell") -> list:
         begin, end = _BEGIN.match(line), _END.match(line)
         if not (begin or end):
             if _LOOKS_LIKE_MARKER.match(line):
-                raise MarkerError(f"{where}, line {number + 1}: malformed marker {line.strip()!r}; "
-                                  f"write exactly '{BEGIN}' or '{END}'")
+                raise MarkerError(
+                    f"{where}, line {number + 1}: malformed marker {line.strip()!r}; "
+                    f"write exactly '{BEGIN}' or '{END}'"
+                )
             continue
         if begin:
             if open_region is not None:
-                raise MarkerError(f"{where}, line {number + 1}: '{BEGIN}' inside the region opened on "
-                                  f"line {open_region[0] + 1}; regions cannot be nested, close it first")
+                raise MarkerError(
+                    f"{where}, line {number + 1}: '{BEGIN}' inside the region opened on "
+                    f"line {open_region[0] + 1}; regions cannot be nested, close it first"
+                )
             open_region = (number, begin.group("indent"), begin.group("note"))
         else:
             if open_region is None:
-                raise MarkerError(f"{where}, line {number + 1}: '{END}' without a '{BEGIN}' before it")
+                raise MarkerError(
+                    f"{where}, line {number + 1}: '{END}' without a '{BEGIN}' before it"
+                )
             regions.append((open_region[0], number, open_region[1], open_region[2]))
             open_region = None
     if open_region is not None:
-        raise MarkerError(f"{where}, line {open_region[0] + 1}: '{BEGIN}' is never closed; "
-                          f"add '{END}' after the solution")
+        raise MarkerError(
+            f"{where}, line {open_region[0] + 1}: '{BEGIN}' is never closed; "
+            f"add '{END}' after the solution"
+        )
     return regions
 
 
-def clear_solutions(source: str, cell_type: str = "code", label: str = "Exercise",
-                    where: str = "cell") -> str:
+def clear_solutions(
+    source: str, cell_type: str = "code", label: str = "Exercise", where: str = "cell"
+) -> str:
     """The learner version of a cell: each solution region becomes one placeholder line.
 
     Code: ``raise NotImplementedError("<label>: <note>")``; markdown: a bold "Your answer" line.
@@ -78,7 +88,10 @@ def clear_solutions(source: str, cell_type: str = "code", label: str = "Exercise
             message = json.dumps(f"{label}: {note or DEFAULT_CODE_NOTE}", ensure_ascii=False)
             out.append(indent + CODE_PLACEHOLDER.format(message=message))
         else:
-            out.append(indent + MARKDOWN_PLACEHOLDER.format(label=label, note=note or DEFAULT_MARKDOWN_NOTE))
+            out.append(
+                indent
+                + MARKDOWN_PLACEHOLDER.format(label=label, note=note or DEFAULT_MARKDOWN_NOTE)
+            )
         cursor = end + 1
     out.extend(lines[cursor:])
     return "\n".join(out)

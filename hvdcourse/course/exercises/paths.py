@@ -3,6 +3,7 @@
 The grader runs student code with ``HVDCOURSE_GRADING=1``: then :func:`solutions_dir` refuses to
 answer, so no course helper can lead student code to the solutions.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,8 @@ def data_path(name: str) -> str:
     """Path of a data file shipped with the exercises (buggy script, timeline, scaling curve)."""
     path = os.path.join(DATA_DIR, name)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"exercise data file {name!r} is missing from {DATA_DIR}; "
-                                "reinstall the course package (pip install -e .)")
+        raise FileNotFoundError(
+            f"exercise data file {name!r} is missing from {DATA_DIR}; "
+            "reinstall the course package (pip install -e .)"
+        )
     return path

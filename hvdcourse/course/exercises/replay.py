@@ -16,6 +16,7 @@ never into objects with code), a key the judge asks for and cannot find counts a
 the judge recomputes every expected value itself. All it can claim is what the learner's function
 returned, which a learner's function controls anyway.
 """
+
 from __future__ import annotations
 
 import json
@@ -92,8 +93,10 @@ def decode(data, depth: int = 0):
     if "__set" in data:
         return {_hashable(decode(v, depth + 1)) for v in _list(data["__set"])}
     if "__dict" in data:
-        return {_hashable(decode(k, depth + 1)): decode(v, depth + 1) for k, v in (
-            _pair(p) for p in _list(data["__dict"]))}
+        return {
+            _hashable(decode(k, depth + 1)): decode(v, depth + 1)
+            for k, v in (_pair(p) for p in _list(data["__dict"]))
+        }
     if "__array" in data:
         kind = {"b": bool, "i": np.int64, "u": np.uint64, "f": np.float64}.get(data.get("dtype"))
         if kind is None:
@@ -156,8 +159,12 @@ class Recorder:
                     if len(json.dumps(encoded)) > MAX_VALUE_CHARS:
                         raise ValueError("too large")
                 except (ValueError, TypeError, RecursionError) as err:
-                    encoded = encode(Opaque(type(outcome["value"]).__name__,
-                                            f"<a value the grader cannot judge: {err}>"))
+                    encoded = encode(
+                        Opaque(
+                            type(outcome["value"]).__name__,
+                            f"<a value the grader cannot judge: {err}>",
+                        )
+                    )
                 outcome = {"value": encoded}
             self.records[k] = outcome
         return _decoded(self.records[k])
@@ -174,8 +181,10 @@ class Replayer:
     def observe(self, kind: str, name: str, args, compute=None):
         k = key(kind, name, args)
         if k not in self.records:
-            raise AnswerDataError(f"no recorded outcome for {name}{_short(args)}: the answer run did not "
-                                  "finish (time or memory limit?) or its data was tampered with")
+            raise AnswerDataError(
+                f"no recorded outcome for {name}{_short(args)}: the answer run did not "
+                "finish (time or memory limit?) or its data was tampered with"
+            )
         return _decoded(self.records[k])
 
 

@@ -4,6 +4,7 @@ A check declares its criteria (each worth some points) up front, so an exercise'
 depends on how far a learner got; each criterion then passes or fails with a specific detail and a
 hint. :meth:`CheckResult.report` is the text printed under the learner's cell.
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,8 +58,10 @@ class CheckResult:
             hint = f"\n  Hint: {self.problem_hint}" if self.problem_hint else ""
             return f"{head}: not done yet. {self.problem}{hint}"
         if self.passed:
-            return (f"{head}: all {len(self.findings)} checks passed ({self.score:g}/{self.max_score:g} points). "
-                    "Well done.")
+            return (
+                f"{head}: all {len(self.findings)} checks passed ({self.score:g}/{self.max_score:g} points). "
+                "Well done."
+            )
         lines = [f"{head}: {self.score:g} of {self.max_score:g} points."]
         if self.problem:
             lines.append(f"  Problem: {self.problem}")
@@ -75,7 +78,9 @@ class CheckResult:
                     lines.append(f"         Hint: {f.hint}")
         skipped = [f for f in self.findings if not f.passed and f.detail == NOT_CHECKED]
         if skipped:
-            lines.append(f"  ({len(skipped)} more check(s) wait until the problems above are fixed)")
+            lines.append(
+                f"  ({len(skipped)} more check(s) wait until the problems above are fixed)"
+            )
         return "\n".join(lines)
 
     @property
@@ -91,7 +96,11 @@ class CheckResult:
     @classmethod
     def from_dict(cls, data: dict) -> "CheckResult":
         findings = [Finding(**f) for f in data.get("findings", [])]
-        keep = {k: data[k] for k in ("exercise", "title", "problem", "problem_hint", "status") if k in data}
+        keep = {
+            k: data[k]
+            for k in ("exercise", "title", "problem", "problem_hint", "status")
+            if k in data
+        }
         return cls(findings=findings, **keep)
 
     def __repr__(self) -> str:
@@ -163,8 +172,13 @@ def check(exercise: str, title: str, criteria: dict):
         params = list(inspect.signature(body).parameters.values())[1:]
         quiet = inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, default=False)
         run.__signature__ = inspect.Signature(
-            [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.default is not p.empty else p for p in params]
-            + [quiet], return_annotation=CheckResult)
+            [
+                p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.default is not p.empty else p
+                for p in params
+            ]
+            + [quiet],
+            return_annotation=CheckResult,
+        )
         run.exercise, run.title = exercise, title
         return run
 
