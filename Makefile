@@ -36,6 +36,9 @@ gpu:
 book: env
 	$(PY) -m hvdcourse.course.book.book_build
 
+# the tests also need the system packages that a learner does not (Chromium, shellcheck, Ansible):
+# tools/setup_env.sh installs them as root when WITH_TEST_PACKAGES=1 (a prerequisite sees this too)
+test: export WITH_TEST_PACKAGES = 1
 test: env
 	$(PY) -m pytest tests
 

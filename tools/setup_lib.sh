@@ -50,3 +50,47 @@ build_horovod_wheel() {
     -w "$wheel_dir.tmp" "$HVD_SRC_DIR/horovod-$HOROVOD_VERSION" || die "Horovod build failed (see above). $hint"
   rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
 }
+
+# has_nvidia_gpu: an NVIDIA driver is on this machine (nvidia-smi, or the kernel module's /proc entry;
+# NVIDIA_DRIVER_DIR names another entry, for the tests)
+has_nvidia_gpu() { command -v nvidia-smi >/dev/null || [ -e "${NVIDIA_DRIVER_DIR:-/proc/driver/nvidia}" ]; }
+
+# index_answers URL: the package index at URL lists torch within 5 s ($PY: a python; proxy settings apply)
+index_answers() {
+  "$PY" - "$1" >/dev/null 2>&1 <<'PYEOF'
+import sys, urllib.request
+urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=5).read(1)
+PYEOF
+}
+
+# choose_torch_index CPU_INDEX: where torch comes from, said in one line. TORCH_INDEX_URL, when set, is
+# kept; otherwise, on a machine without an NVIDIA GPU, TORCH_INDEX_URL becomes CPU_INDEX (PyTorch's
+# CPU-only wheels) if that index answers; else torch comes from pip's configured indexes, as before.
+choose_torch_index() {
+  local cpu_index="$1"
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then
+    say "torch from TORCH_INDEX_URL=$TORCH_INDEX_URL"
+  elif has_nvidia_gpu; then
+    say "an NVIDIA GPU is here: torch from pip's configured indexes"
+  elif index_answers "$cpu_index"; then
+    TORCH_INDEX_URL="$cpu_index"
+    say "no NVIDIA GPU: torch from PyTorch's CPU-only index ($cpu_index) alone"
+  else
+    say "PyTorch's CPU-only index ($cpu_index) did not answer: torch comes from pip's configured indexes, as before"
+  fi
+}
+
+# cuda_wheels REQUIREMENT: the CUDA library wheels that pip would install with REQUIREMENT from its
+# configured indexes (a dry run; nothing if pip cannot tell)
+cuda_wheels() {
+  local report
+  report="$(mktemp)"
+  if pip_q install --dry-run --report "$report" "$1" >/dev/null 2>&1; then
+    "$PY" - "$report" <<'PYEOF' || true
+import json, sys
+names = [i["metadata"]["name"] for i in json.load(open(sys.argv[1])).get("install", [])]
+print(" ".join(sorted(n for n in names if n.lower().startswith(("nvidia-", "triton", "cuda-")))))
+PYEOF
+  fi
+  rm -f "$report"
+}
