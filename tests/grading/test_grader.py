@@ -129,7 +129,7 @@ def test_classic_mistakes_get_the_intended_deductions(graded):
         "ex12": 1,
         "ex13": 3,
         "ex14": 3,
-        "ex15": 7,
+        "ex15": 6,
     }
 
 
@@ -152,6 +152,7 @@ def test_classic_mistakes_get_the_intended_deductions(graded):
         "set average_aggregated_gradients=True",  # ex14: summed accumulation
         "did you broadcast the optimizer state?",  # ex15: rank 1 without rank 0's Adam state
         "call sampler.set_epoch(epoch)",  # ex15: every epoch in the first one's order
+        "is the linear rule, made for SGD",  # ex15: Adam's rate times N from the first step
     ],
 )
 def test_feedback_explains_each_mistake(graded, message):
