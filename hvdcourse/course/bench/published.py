@@ -2,7 +2,8 @@
 
 * Sergeev & Del Balso (2018), *Horovod: fast and easy distributed deep learning in TensorFlow*
   (arXiv:1802.05799): about 88% scaling efficiency for Inception V3 and ResNet-101 on 128 Pascal
-  GPUs, about twice what standard distributed TensorFlow (parameter servers) reached; Horovod's
+  GPUs, over plain TCP on 25 Gbit/s Ethernet (RDMA's gain is a separate figure), about twice what
+  standard distributed TensorFlow (parameter servers) reached; Horovod's
   documentation later quotes 90% (Inception V3, ResNet-101) and 68% (VGG-16) on 512 GPUs. Both are
   *weak scaling* with synthetic data (tf_cnn_benchmarks; the documented command uses 64 images per GPU).
 * The Horovod-and-Ray benchmark (Dey & Banerjee, *Benchmarking Horovod and Ray for Distributed DNN
@@ -16,7 +17,8 @@ from hvdcourse.course import sources
 
 SERGEEV_2018 = {
     "source": "Sergeev & Del Balso 2018, arXiv:1802.05799; Horovod documentation (benchmarks page)",
-    "hardware": "servers with 4 NVIDIA Pascal GPUs each, 25 Gbit/s RoCE network",
+    "hardware": "servers with 4 NVIDIA Pascal GPUs each, 25 Gbit/s Ethernet, RoCE-capable (the paper's 88%: "
+    "over plain TCP)",
     "workload": "tf_cnn_benchmarks, synthetic ImageNet-sized data, fixed batch per GPU (the documented "
     "command uses 64): weak scaling",
     "efficiency": {
