@@ -102,7 +102,7 @@ def test_lesson_5_states_the_rule_once_with_its_sources():
                                   "notebooks/14_data_parallel_at_scale.md"])
 def test_later_lessons_link_the_rule_instead_of_restating_another(page):
     text = read(page)
-    assert "](conversion-lr-rule)" in text
+    assert "<conversion-lr-rule>`" in text
     assert "lr * hvd.size()`" not in text and "lr * num_workers" not in text
 
 
