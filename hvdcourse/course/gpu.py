@@ -376,12 +376,14 @@ def plain_throughput(batch_size: int, steps: int) -> float:
 
 
 def rank_main(argv) -> int:
-    """One Horovod rank (launched by :func:`check`): its GPU (local rank modulo the GPUs, so that a
-    shared-GPU try puts two ranks on one device), the trainers' model and DistributedOptimizer."""
+    """One Horovod rank (launched by :func:`check`): its GPU chosen as the trainers choose it
+    (:func:`hvdcourse.runtime.devices.torch_device`; the shared-GPU try sets ``HVD_SHARE_GPU=1`` to
+    put two ranks on one device), the trainers' model and DistributedOptimizer."""
     import horovod.torch as hvd
     import torch
 
     from hvdcourse.examples import torch_model, training
+    from hvdcourse.runtime.devices import torch_device
     from hvdcourse.runtime.results import report
 
     p = argparse.ArgumentParser(prog="hvdcourse.course.gpu --rank")
@@ -389,13 +391,13 @@ def rank_main(argv) -> int:
     p.add_argument("--batch-sizes", required=True)
     args = p.parse_args(argv)
     hvd.init()
-    device = torch.device("cpu")  # only the tests run it without a GPU (check() needs one)
-    if torch.cuda.is_available():
-        device = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
-        torch.cuda.set_device(device)
+    # the CPU only in the tests (check() needs a GPU)
+    device = torch_device(hvd.local_rank(), hvd.local_size())
     for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
         model = torch_model.build_model().to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=training.scaled_lr(1e-3, hvd.size(), "adam"))
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=training.scaled_lr(1e-3, hvd.size(), "adam")
+        )
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         rate = _train_steps(model, optimizer, batch_size, args.steps, device)
@@ -449,9 +451,11 @@ def check(steps: int, batch_sizes, timeout: float, record_path: str | None) -> G
     import horovod
 
     built = horovod_built()
+    # the GPUs this process may use (CUDA_VISIBLE_DEVICES), one rank each; nvidia-smi lists them all
+    ranks = torch.cuda.device_count()
     version = torch.cuda.nccl.version()  # a tuple in recent torch, an int (e.g. 2708) in old ones
     nccl = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-    print(f"GPU(s)        {len(gpus)} x {gpus[0][0]} (driver {gpus[0][1]})")
+    print(f"GPU(s)        {ranks} x {gpus[0][0]} (driver {gpus[0][1]})")
     print(f"PyTorch       {torch.__version__} (CUDA {torch.version.cuda}, NCCL {nccl})")
     print(
         f"Horovod       {horovod.__version__}: "
@@ -464,38 +468,38 @@ def check(steps: int, batch_sizes, timeout: float, record_path: str | None) -> G
     work = tempfile.mkdtemp(prefix="hvdcourse-gpu-")
     try:
         timeline_path = os.path.join(work, "timeline.json")
-        run = _launch(len(gpus), steps, batch_sizes, timeout, timeline_path)
+        run = _launch(ranks, steps, batch_sizes, timeout, timeline_path)
         rates = {
             r["batch_size"]: r["images_per_second"]
             for r in run.records("throughput")[: len(batch_sizes)]
         }
         if not run.ok or len(rates) != len(batch_sizes):
             tail = "\n    ".join(run.output.strip().splitlines()[-10:])
-            raise RunFailed(f"the Horovod run on {len(gpus)} rank(s) failed:\n    {tail}")
+            raise RunFailed(f"the Horovod run on {ranks} rank(s) failed:\n    {tail}")
         phases = nccl_phases(timeline_path)
         rows = []
         print(
-            f"\n{'batch':>6} {'plain PyTorch img/s':>20} {'Horovod img/s':>14}  ({len(gpus)} rank(s), {steps} steps)"
+            f"\n{'batch':>6} {'plain PyTorch img/s':>20} {'Horovod img/s':>14}  ({ranks} rank(s), {steps} steps)"
         )
         for b in batch_sizes:
             plain = plain_throughput(b, steps)
-            rows.append(Throughput(b, round(plain, 1), round(rates[b], 1), len(gpus)))
+            rows.append(Throughput(b, round(plain, 1), round(rates[b], 1), ranks))
             print(f"{b:>6} {plain:>20,.0f} {rates[b]:>14,.0f}")
         print(
             "\nHorovod timeline, rank 0 (total ms per phase): "
             + ", ".join(f"{p} {ms:.1f}" for p, ms in phases.items())
         )
-        if len(gpus) == 1:
+        if ranks == 1:
             shared = _try_shared_gpu(steps, batch_sizes[0], timeout)
             print(f"\nTwo ranks on this one GPU: {shared}\n{one_gpu_advice()}")
         else:
-            shared = f"not tried: {len(gpus)} GPUs, one rank each"
+            shared = f"not tried: {ranks} GPUs, one rank each"
     finally:
         shutil.rmtree(work, ignore_errors=True)
     record = GpuRecord(
         date=datetime.date.today().isoformat(),
         device=gpus[0][0],
-        gpus=len(gpus),
+        gpus=ranks,
         driver=gpus[0][1],
         cuda=str(torch.version.cuda),
         nccl=nccl,
@@ -518,7 +522,8 @@ def check(steps: int, batch_sizes, timeout: float, record_path: str | None) -> G
 def _try_shared_gpu(steps: int, batch_size: int, timeout: float) -> str:
     """Two Horovod ranks on GPU 0: what NCCL says (one line)."""
     # NCCL prints its warnings (the reason) only at NCCL_DEBUG=WARN or above
-    run = _launch(2, steps, [batch_size], min(timeout, 120), None, env={"NCCL_DEBUG": "WARN"})
+    env = {"NCCL_DEBUG": "WARN", "HVD_SHARE_GPU": "1"}  # ask for sharing: NCCL is the one to refuse
+    run = _launch(2, steps, [batch_size], min(timeout, 120), None, env=env)
     if run.ok:
         return "ran (this Horovod does not use NCCL for GPU tensors)"
     lines = run.output.splitlines()

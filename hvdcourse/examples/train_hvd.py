@@ -26,14 +26,17 @@ def main(argv=None, callbacks=()) -> int:
     from horovod.tensorflow import broadcast_object, broadcast_variables
 
     from hvdcourse.examples import data, model as course_model, training
+    from hvdcourse.runtime import devices
 
     hvd.init()  # Horovod: start the runtime; rank, size and local_rank are known from here on
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     if gpus:
-        # Horovod: one GPU per process
-        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+        # Horovod: one GPU per process: the launcher's choice, else GPU local_rank (an error when
+        # the node has more processes than GPUs)
+        mine = devices.gpu_index(len(gpus), hvd.local_rank(), hvd.local_size())
+        tf.config.set_visible_devices(gpus[mine], "GPU")
     # Horovod: share the node's cores
     threads = training.set_threads(args.threads, hvd.local_size())
     tf.keras.utils.set_random_seed(args.seed + hvd.rank())  # Horovod: different shuffles per rank

@@ -36,15 +36,15 @@ def main(argv=None, callbacks=()) -> int:
     import horovod.tensorflow as hvd  # Horovod: the plain TensorFlow flavour (no Keras callbacks)
 
     from hvdcourse.examples import data, model as course_model, training
+    from hvdcourse.runtime import devices
 
     hvd.init()  # Horovod: start the runtime
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
-    if gpus:
-        tf.config.set_visible_devices(
-            gpus[hvd.local_rank() % len(gpus)], "GPU"
-        )  # Horovod: one GPU per process
+    if gpus:  # Horovod: one GPU per process (the launcher's choice, else GPU local_rank)
+        mine = devices.gpu_index(len(gpus), hvd.local_rank(), hvd.local_size())
+        tf.config.set_visible_devices(gpus[mine], "GPU")
     training.set_threads(args.threads, hvd.local_size())  # Horovod: share the node's cores
     tf.keras.utils.set_random_seed(args.seed + hvd.rank())  # Horovod: different shuffles per rank
 

@@ -30,17 +30,16 @@ def main(argv=None, callbacks=()) -> int:
     from torch.utils.data.distributed import DistributedSampler  # DDP: a part of the data per rank
 
     from hvdcourse.examples import data, torch_model, torch_training, training
+    from hvdcourse.runtime import devices
 
     gpu = torch.cuda.is_available()
     # DDP: join the group torchrun announced (CPU: Gloo; GPU: NCCL)
     dist.init_process_group("nccl" if gpu else "gloo")
     rank, size = dist.get_rank(), dist.get_world_size()  # DDP: who am I, how many are we
     local_rank = int(os.environ.get("LOCAL_RANK", 0))  # DDP: my place on this node
-    device = torch.device("cpu")
-    if gpu:
-        torch.cuda.set_device(local_rank)  # DDP: one GPU per process
-        device = torch.device("cuda", local_rank)
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", size))  # DDP: processes on this node
+    # DDP: one GPU per process (the launcher's choice, else GPU local_rank), or the CPU
+    device = devices.torch_device(local_rank, local_size)
     threads = torch_training.set_threads(args.threads, local_size)  # DDP: share the node's cores
     # DDP: ranks start from different weights; the wrapper below gives every rank rank 0's weights
     torch.manual_seed(args.seed + rank)
@@ -69,7 +68,7 @@ def main(argv=None, callbacks=()) -> int:
     initial_epoch = training.restore_together(checkpoint, args.resume)
     # DDP: the wrapper broadcasts rank 0's weights now, then averages gradients in buckets in backward()
     ddp_model = DistributedDataParallel(  # DDP: wrap the model
-        model, device_ids=[local_rank] if gpu else None
+        model, device_ids=[device.index] if gpu else None
     )
 
     if rank == 0:  # DDP: one header, not N

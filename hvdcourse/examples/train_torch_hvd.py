@@ -29,12 +29,11 @@ def main(argv=None, callbacks=()) -> int:
     import horovod.torch as hvd  # Horovod: the PyTorch flavour of the API
 
     from hvdcourse.examples import data, torch_model, torch_training, training
+    from hvdcourse.runtime import devices
 
     hvd.init()  # Horovod: start the runtime; rank, size and local_rank are known from here on
-    device = torch.device("cpu")
-    if torch.cuda.is_available():
-        torch.cuda.set_device(hvd.local_rank())  # Horovod: one GPU per process
-        device = torch.device("cuda", hvd.local_rank())
+    # Horovod: one GPU per process (the launcher's choice, else GPU local_rank), or the CPU
+    device = devices.torch_device(hvd.local_rank(), hvd.local_size())
     # Horovod: share the node's cores
     threads = torch_training.set_threads(args.threads, hvd.local_size())
     # Horovod: ranks start from different weights; broadcast_parameters below makes them equal
