@@ -67,6 +67,12 @@ setup_site() {
 step_options() {
   local mask threads="${SITE_THREADS:-${SLURM_CPUS_PER_TASK:-}}"
   SRUN_OPTS=(--mpi="${SITE_SRUN_MPI:-pmix}" --kill-on-bad-exit=1)
+  # Slurm 22.05-23.02: srun does not inherit the job's --cpus-per-task (each rank would get one
+  # core while the trainer is told SITE_THREADS threads); newer srun do. Pass it on, always.
+  [ -z "${SLURM_CPUS_PER_TASK:-}" ] || SRUN_OPTS+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")
+  # one GPU per task, the one nearest its cores (NVIDIA sites: SITE_GPU_BIND=closest)
+  [ -z "${SLURM_GPUS_PER_TASK:-}" ] || SRUN_OPTS+=(--gpus-per-task="$SLURM_GPUS_PER_TASK")
+  [ -z "${SITE_GPU_BIND:-}" ] || SRUN_OPTS+=(--gpu-bind="$SITE_GPU_BIND")
   if [ -n "${SITE_GPU_NUMA:-}" ]; then
     mask="$("$HVD_PYTHON" -m hvdcourse.runtime.binding --site "$SITE_FILE" --format mask_cpu)" \
       || hvd_die "cannot compute the CPU masks of $SITE_FILE (see above)"
@@ -80,13 +86,14 @@ step_options() {
   [ -z "$threads" ] || THREADS=(--threads "$threads")
 }
 
-# use_trainer NAME: TRAINER, the module that srun starts (HVD_TRAINER; default train_hvd). Only the
+# use_trainer NAME: TRAINER, the module that srun starts (HVD_TRAINER; default the site's
+# SITE_TRAINER, else train_hvd: GPU sites default to train_torch_hvd, what their build route builds). Only the
 # trainers that take their rank from srun's MPI: train_hvd (Keras), train_tape (TensorFlow custom
 # loop), train_torch_hvd (PyTorch). DDP needs torchrun and MWMS its TF_CONFIG: neither runs here.
 TRAINERS="train_hvd train_tape train_torch_hvd"
 RAY_TRAINERS="train_ray_tf train_ray_torch"  # Ray Train scripts: slurm/ray.sbatch starts them
 use_trainer() {
-  local name="${1:-train_hvd}"
+  local name="${1:-${SITE_TRAINER:-train_hvd}}"
   name="${name#hvdcourse.examples.}"
   case " $TRAINERS " in
     *" $name "*) TRAINER="hvdcourse.examples.$name" ;;
@@ -251,6 +258,7 @@ print_binding() {
   fi
   for ((rank = 0; rank < ntasks; rank++)); do
     [ -z "${SITE_GPU_VISIBLE_VAR:-}" ] || gpu="${SITE_GPU_VISIBLE_VAR}=$rank"
+    [ -z "${SITE_GPU_BIND:-}" ] || gpu="one GPU, the closest to its cores (srun --gpu-bind=$SITE_GPU_BIND)"
     echo "[binding] local rank $rank: $gpu  cores: ${SITE_CPU_BIND:+--cpu-bind=$SITE_CPU_BIND, }chosen by Slurm"
   done
 }

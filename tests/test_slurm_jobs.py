@@ -142,7 +142,7 @@ def test_pytorch_trainer_runs_on_two_nodes_to_identical_weights(torch_two_nodes_
 def test_pytorch_job_runs_the_srun_line_of_the_pytorch_trainer_and_checkpoints(torch_two_nodes_job):
     job = torch_two_nodes_job
     assert re.search(
-        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m "
+        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1 python -m "
         r"hvdcourse.examples.train_torch_hvd --checkpoint-dir checkpoints/hvd-train-\d+ --threads 1",
         job.output,
         re.M,
@@ -154,8 +154,8 @@ def test_pytorch_job_runs_the_srun_line_of_the_pytorch_trainer_and_checkpoints(t
 @pytest.mark.timeout(300)
 def test_job_log_shows_the_srun_line_it_ran(two_nodes_job):
     assert re.search(
-        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 python -m hvdcourse.examples.train_hvd "
-        r"--checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2",
+        r"^\[hvdcourse\] srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1 python -m "
+        r"hvdcourse.examples.train_hvd --checkpoint-dir checkpoints/hvd-train-\d+ --threads 1 --epochs 2",
         two_nodes_job.output,
         re.M,
     )

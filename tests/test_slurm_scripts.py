@@ -93,12 +93,44 @@ def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
     srun = [line for line in out.splitlines() if line.startswith("[dry-run] srun ")]
     assert len(srun) == 1, out
     assert "--kill-on-bad-exit=1" in srun[0]
+    # the PyTorch trainer: what each GPU site's build route builds (site file, SITE_TRAINER)
     assert srun[0].endswith(
-        "python -m hvdcourse.examples.train_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
+        "python -m hvdcourse.examples.train_torch_hvd --checkpoint-dir checkpoints/hvd-train-JOBID"
         + (" --threads " + {"lumi-g": "7", "gh200": "72", "nvidia-generic": "8"}[site])
         + " --epochs 2"
     ), srun[0]
     assert "/slurm/select-gpu python" in srun[0]
+    if site != "lumi-g":  # NVIDIA: one GPU per task, the one nearest its cores; the job's cores
+        cpus = {"gh200": "72", "nvidia-generic": "8"}[site]
+        assert f" --cpus-per-task={cpus} --gpus-per-task=1 --gpu-bind=closest " in srun[0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("site", sorted(GPU_SITES))
+def test_gpu_sites_default_trainer_is_one_their_horovod_build_has(site):
+    values = binding.read_site(os.path.join(ROOT, "slurm", "sites", f"{site}.env"))
+    assert values["SITE_TRAINER"] == "train_torch_hvd"
+    build = values["SITE_HOROVOD_BUILD"]
+    # the GPU route (tools/setup_gpu.sh) builds PyTorch + NCCL, without TensorFlow
+    assert build.endswith("tools/setup_gpu.sh") or "HOROVOD_WITH_PYTORCH=1" in build
+    with open(os.path.join(ROOT, "tools", "setup_gpu.sh")) as fh:
+        route = fh.read()
+    assert "HOROVOD_WITH_PYTORCH=1" in route and "HOROVOD_WITHOUT_TENSORFLOW=1" in route
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "given, expected", [(["--cpus-per-task=2"], "--cpus-per-task=2 "), ([], None)]
+)
+def test_srun_gets_the_jobs_cpus_per_task(given, expected):
+    # Slurm 22.05-23.02's srun does not inherit it from the job: the job script passes it on
+    (srun,) = [
+        line for line in dry_run("cpu", *given).splitlines() if line.startswith("[dry-run] srun ")
+    ]
+    if expected:
+        assert f" {expected}" in srun, srun
+    else:
+        assert "--cpus-per-task" not in srun, srun
 
 
 @pytest.mark.timeout(60)
@@ -159,6 +191,12 @@ def test_gpu_dry_run_prints_one_gpu_per_local_rank(site):
     var, ranks = GPU_SITES[site]
     out = dry_run(site)
     lines = [line for line in out.splitlines() if re.match(r"\[binding\] local rank \d", line)]
+    assert len(lines) == ranks, out
+    if site == "nvidia-generic":  # no NUMA map: Slurm picks each task's GPU, next to its cores
+        assert all(
+            "one GPU, the closest to its cores (srun --gpu-bind=closest)" in x for x in lines
+        )
+        return
     assert [re.search(rf"{var}=(\d)", line).group(1) for line in lines] == [
         str(r) for r in range(ranks)
     ], out
@@ -223,7 +261,7 @@ def test_interactive_dry_run_prints_the_salloc_line():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == (
-        "[dry-run] salloc --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 "
+        "[dry-run] salloc --nodes=2 --ntasks-per-node=4 --gpus-per-task=1 "
         "--cpus-per-task=72 --exclusive --time=00:10:00 bash slurm/train.sbatch"
     )
 
@@ -245,6 +283,55 @@ def test_select_gpu_gives_the_rank_the_gpu_of_its_local_id():
         env={"SLURM_LOCALID": "5", "SITE_GPU_VISIBLE_VAR": "ROCR_VISIBLE_DEVICES"},
     )
     assert proc.returncode == 0 and proc.stdout == "5\n", proc.stderr
+
+
+def select_gpu(**env):
+    """slurm/select-gpu in an environment of its own: (exit code, CUDA_VISIBLE_DEVICES, stderr)."""
+    base = {k: v for k, v in launch_env().items() if not k.endswith("_VISIBLE_DEVICES")}
+    proc = subprocess.run(
+        ["slurm/select-gpu", "bash", "-c", 'echo "${CUDA_VISIBLE_DEVICES-unset}"'],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**base, "SITE_GPU_VISIBLE_VAR": "CUDA_VISIBLE_DEVICES", **env},
+    )
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_keeps_the_one_gpu_slurm_bound_the_task_to():
+    # srun --gpus-per-task=1 --gpu-bind=closest gave local rank 0 the GPU next to its cores, GPU 2
+    assert select_gpu(SLURM_LOCALID="0", CUDA_VISIBLE_DEVICES="2") == (0, "2", "")
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_takes_its_local_ids_entry_of_the_nodes_gpus():
+    assert select_gpu(SLURM_LOCALID="1", CUDA_VISIBLE_DEVICES="4,5,6,7") == (0, "5", "")
+    assert select_gpu(SLURM_LOCALID="3", SLURM_GPUS_ON_NODE="4") == (0, "3", "")
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_stops_a_rank_beyond_the_nodes_gpus_in_one_line():
+    code, out, err = select_gpu(SLURM_LOCALID="4", CUDA_VISIBLE_DEVICES="0,1,2,3")
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1
+    assert (
+        err.startswith("[hvdcourse] ERROR: local rank 4 but 4 GPU(s)") and "HVD_SHARE_GPU=1" in err
+    )
+
+
+@pytest.mark.timeout(30)
+def test_select_gpu_shares_gpus_when_asked_and_says_what_it_costs():
+    code, out, err = select_gpu(
+        SLURM_LOCALID="4", CUDA_VISIBLE_DEVICES="0,1,2,3", HVD_SHARE_GPU="1"
+    )
+    assert (code, out) == (0, "0")
+    assert "Duplicate GPU detected" in err and "without HOROVOD_GPU_OPERATIONS" in err
+    assert select_gpu(SLURM_LOCALID="5", CUDA_VISIBLE_DEVICES="0,1,2,3", HVD_SHARE_GPU="1") == (
+        0,
+        "1",
+        "",
+    )  # only the first rank to share says it
 
 
 @pytest.mark.timeout(30)
