@@ -45,3 +45,50 @@ def test_every_lesson_of_the_book_uses_the_role_with_its_own_name():
     for row in lessons():
         text = open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
         assert re.findall(r"\{execution-time\}`([^`]+)`", text) == [row["lesson"]], row["lesson"]
+
+
+def test_a_lessons_number_is_its_files_and_other_pages_have_none():
+    from hvdcourse.course.book.sphinx_ext import lesson_number
+
+    assert lesson_number("notebooks/05_conversion") == 5
+    assert lesson_number("notebooks/12_model_parallelism") == 12
+    assert lesson_number("book/intro") is None and lesson_number("book/setup") is None
+
+
+def _titled_document(docname: str, title: str):
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+
+    document = new_document("page", get_default_settings(Parser))
+    document.settings.env = SimpleNamespace(docname=docname)
+    section = nodes.section()
+    section += nodes.title(text=title)
+    section += nodes.section("", nodes.title(text="Overview"))
+    document += section
+    return document
+
+
+def test_the_book_shows_a_lessons_number_before_its_title_once():
+    from docutils import nodes
+
+    from hvdcourse.course.book.sphinx_ext import LessonNumberTransform
+
+    document = _titled_document("notebooks/12_model_parallelism", "Model parallelism by hand")
+    for _ in range(2):  # a page read again keeps one number
+        LessonNumberTransform(document).apply()
+    titles = [title.astext() for title in document.findall(nodes.title)]
+    assert titles == ["12. Model parallelism by hand", "Overview"]
+
+
+def test_pages_that_are_not_lessons_keep_their_titles():
+    from docutils import nodes
+
+    from hvdcourse.course.book.sphinx_ext import LessonNumberTransform
+
+    document = _titled_document("book/setup", "Set up the course")
+    LessonNumberTransform(document).apply()
+    assert next(iter(document.findall(nodes.title))).astext() == "Set up the course"

@@ -49,6 +49,13 @@ def lessons() -> list:
     return rows
 
 
+def lesson_number(name: str):
+    """The number of a lesson's file: 5 for ``05_conversion`` or ``notebooks/05_conversion``; the book
+    shows it before the lesson's title (hvdcourse.course.book.sphinx_ext). None for another name."""
+    found = re.fullmatch(r"(?:notebooks/)?(\d\d)_\w+", name)
+    return int(found.group(1)) if found else None
+
+
 def timing_table():
     """A DataFrame of the lessons with planned minutes and the last recorded execution seconds."""
     import pandas as pd

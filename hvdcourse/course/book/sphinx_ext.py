@@ -14,6 +14,11 @@ what myst-nb keeps per document in the Sphinx environment and shows with ``{nb-e
 * at the end of a successful build every page's execution data is written to
   ``_build/execution_times.json`` (``hvdcourse.course.book.book_build`` prints and records it).
 
+Lesson numbers: a lesson's title carries the number of its file (``notebooks/05_conversion`` is
+"5. Converting ..."), in the page, the sidebar and every link to it, so that "lesson 5" means the same
+in the book, the instructor guide and the folder; the files keep their names and ``_toc.yml`` its
+order (an elective such as lesson 12 sits where its prerequisites are taught).
+
 And one re-reading rule (see ``hvdcourse.course.book.book_build``): the pages that myst-nb executed with
 ``execution_mode: force`` (their header says so: the intro and the instructor guide print the course
 map from the other pages' text) are read again on every build.
@@ -24,6 +29,7 @@ import json
 import os
 
 from docutils import nodes
+from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
@@ -47,6 +53,30 @@ def _drop_duplicate_scripts(app, pagename, templatename, context, doctree):
             seen.add(key)
             unique.append(script)
     context["script_files"] = unique
+
+
+# -------------------------------------------------------------------------------- lesson numbers
+def lesson_number(docname: str):
+    """5 for ``notebooks/05_conversion``; None for a page that is not a lesson."""
+    from hvdcourse.course.book.course_map import lesson_number as number
+
+    return number(docname) if docname.startswith("notebooks/") else None
+
+
+class LessonNumberTransform(SphinxTransform):
+    """Prefixes a lesson's first title with its file's number ("5. "), before Sphinx collects the
+    titles for the sidebar, the page's <title> and the links to the page."""
+
+    default_priority = 700  # Sphinx's titles and labels are collected at 880 (doctree-read)
+
+    def apply(self, **kwargs):
+        number = lesson_number(self.env.docname)
+        section = next(iter(self.document.findall(nodes.section)), None)
+        if number is None or section is None:
+            return
+        title = section.next_node(nodes.title)
+        if title is not None and not title.astext().startswith(f"{number}. "):
+            title.insert(0, nodes.Text(f"{number}. "))
 
 
 # ------------------------------------------------------------------------------- execution times
@@ -161,6 +191,7 @@ def setup(app):
     app.add_node(execution_time)
     app.add_role("execution-time", _execution_time_role)
     app.add_post_transform(ExecutionTimeTransform)
+    app.add_transform(LessonNumberTransform)
     app.connect("env-get-outdated", _reread_forced_pages)
     app.connect("env-updated", _rewrite_pages_with_times)
     app.connect("build-finished", _write_execution_times)
