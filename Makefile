@@ -39,8 +39,11 @@ book: env
 # the tests also need the system packages that a learner does not (Chromium, shellcheck, Ansible):
 # tools/setup_env.sh installs them as root when WITH_TEST_PACKAGES=1 (a prerequisite sees this too)
 test: export WITH_TEST_PACKAGES = 1
+# the tests run in TEST_WORKERS processes (pytest-xdist); tests/conftest.py keeps together the tests
+# that share a module's runs or a service (the local Slurm cluster, Prometheus, Ray)
+TEST_WORKERS ?= 3
 test: env
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
 
 check: env
 	$(PY) -m hvdcourse.course.envcheck --ranks 2

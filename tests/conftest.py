@@ -29,18 +29,43 @@ def run_dir(tmp_path):
 # inherits this marker, even once orphaned; at the very end of the session, after every fixture has
 # been torn down, any process still carrying it was left behind: it is listed, killed, and the
 # session fails.
+# With pytest-xdist the controller makes the marker and its workers keep it (they inherit it), so
+# the whole session shares one; the controller checks at the end, when every worker is done (a
+# worker cannot: its siblings' runs are still going).
 SESSION_MARKER = "HVDCOURSE_TEST_SESSION"
-os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def set_session_marker(config) -> None:
+    if not (is_worker(config) and os.environ.get(SESSION_MARKER)):
+        os.environ[SESSION_MARKER] = f"{os.getpid()}-{os.urandom(4).hex()}"
+
+
+def xdist_workers() -> list:
+    """Pids of this process's pytest-xdist workers that may still be exiting (execnet's bootstrap)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if "sys.stdin.readline()" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     from hvdcourse.course.faults import kill_processes, leftover_processes
 
+    if is_worker(session.config):
+        return
     stop_book_build()  # still running only if the session ended early
 
     wait = float(os.environ.get("HVDCOURSE_LEFTOVER_WAIT", "15"))  # seconds for stragglers to exit
-    left = leftover_processes(SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait)
+    left = leftover_processes(
+        SESSION_MARKER, os.environ[SESSION_MARKER], wait=wait, exclude=xdist_workers()
+    )
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -71,33 +96,57 @@ CHROMIUM_ARGS = [
 # --- The built book (tests/book): built once per session by the same command as ``make book`` ---
 # The build is one process that executes the lessons one after another (about 15 minutes on 2 quiet
 # cores when every page executes), and much of its time and the other tests' is spent waiting (process
-# starts, rendezvous, sleeps). So the build starts in the background as soon as the tests are
-# collected, and the tests that need the book run last, when it is done (measured: about 23 minutes
-# beside the other tests, and the whole suite 42 minutes instead of 53). Its processes carry the
-# session's marker like every other one, and a session that ends early stops it.
+# starts, rendezvous, sleeps). So the build starts in the background as soon as the session starts,
+# and the tests that need the book run last, when it is done. With pytest-xdist (``make test`` runs
+# the tests in several worker processes) the controller starts it, before the workers exist, and the
+# worker that runs the book's tests waits for the status file the controller writes when it ends.
+# Its processes carry the session's marker like every other one, and a session that ends early
+# stops it.
 BUILD = os.path.join(ROOT, "_build", "html")
 BUILD_LOG = os.path.join(ROOT, "_build", "book-build.log")
+BUILD_STATUS = os.path.join(ROOT, "_build", "book-build.status")  # "<build id> <exit code>"
 BUILD_TIMEOUT = 3000  # seconds: the build shares the machine with the other tests
 BUILD_MARKER = "HVDCOURSE_BOOK_BUILD"  # the build's processes, to stop them all (kernels, engines)
+BUILD_ID = "HVDCOURSE_BOOK_BUILD_ID"  # the controller's build, named to its workers
 _book_build: dict = {}
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def is_controller(config) -> bool:
+    """True in the process that runs pytest-xdist's workers (``-n N``), not in a worker."""
+    return not is_worker(config) and bool(getattr(config.option, "numprocesses", None))
 
 
 def start_book_build() -> None:
     if _book_build:
         return
     os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
+    build_id = os.urandom(8).hex()
+    if os.path.exists(BUILD_STATUS):
+        os.remove(BUILD_STATUS)
     log = open(BUILD_LOG, "w")
-    _book_build["log"] = log
-    _book_build["marker"] = os.urandom(8).hex()
+    _book_build.update(log=log, marker=build_id, id=build_id)
     _book_build["proc"] = subprocess.Popen(
         [PYTHON, "-m", "hvdcourse.course.book.book_build", "--timeout", str(BUILD_TIMEOUT)],
         cwd=ROOT,
-        env={**os.environ, BUILD_MARKER: _book_build["marker"]},
+        env={**os.environ, BUILD_MARKER: build_id},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     _book_build["started"] = time.monotonic()
+    os.environ[BUILD_ID] = build_id  # the workers, started after this, inherit it
+
+    def write_status():
+        code = _book_build["proc"].wait()
+        with open(BUILD_STATUS + ".tmp", "w") as fh:
+            fh.write(f"{build_id} {code}\n")
+        os.replace(BUILD_STATUS + ".tmp", BUILD_STATUS)
+
+    threading.Thread(target=write_status, daemon=True).start()
 
 
 def stop_book_build() -> None:
@@ -110,32 +159,112 @@ def stop_book_build() -> None:
     _book_build["log"].close()
 
 
-@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
-def pytest_collection_modifyitems(session, config, items):
+def book_tests_selected(config) -> bool:
+    """Whether the command line's paths include tests/book (the controller does not collect)."""
+    book = os.path.join(ROOT, "tests", "book")
+    paths = [a.split("::")[0] for a in config.args] or [os.path.join(ROOT, "tests")]
+    for path in paths:
+        real = os.path.realpath(os.path.join(str(config.invocation_params.dir), path))
+        if book == real or book.startswith(real + os.sep) or real.startswith(book + os.sep):
+            return True
+    return False
+
+
+def _order_book_last(config, items):
     book = [item for item in items if "built_book" in getattr(item, "fixturenames", ())]
     if book and not config.option.collectonly:
         items[:] = [item for item in items if item not in book] + book
+        if not is_worker(config):
+            start_book_build()
+
+
+class _BookLast:
+    @pytest.hookimpl(trylast=True)  # after -k and -m have deselected
+    def pytest_collection_modifyitems(self, session, config, items):
+        _order_book_last(config, items)
+
+
+def pytest_configure(config):
+    set_session_marker(config)  # before anything starts a process
+    config.pluginmanager.register(_BookLast(), "hvdcourse-book-last")
+    if is_controller(config) and book_tests_selected(config) and not config.option.collectonly:
         start_book_build()
 
 
+# Tests that must not run at the same time in two workers share a group (pytest-xdist's
+# --dist loadgroup sends a group to one worker); every other test is grouped by its module, so that a
+# module's fixtures (its expensive runs) are made once.
+XDIST_GROUPS = {
+    "slurm": (  # the session's local Slurm cluster, and the module that starts its own
+        "tests/test_slurm_jobs.py",
+        "tests/test_slurm_scripts.py",
+        "tests/test_slurm_cluster.py",
+        "tests/test_slurm_binding.py",
+        "tests/grading/test_slurm_grading.py",
+    ),
+    # Prometheus and the node exporter (fixed port 9100 in the playbook's lab)
+    "services": ("tests/test_ansible_lab.py", "tests/test_monitoring.py"),
+    # Ray's raylet gives up when the machine is very busy (Ray 2.60: "timed out during startup")
+    "ray": (
+        "tests/test_train_ray.py",
+        "tests/test_train_ray_hvd.py",
+        "tests/test_fault_compare.py",
+    ),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(session, config, items):
+    if not is_worker(config):
+        return
+    group_of = {path: name for name, paths in XDIST_GROUPS.items() for path in paths}
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        module = item.nodeid.split("::")[0]
+        book = "built_book" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("book" if book else group_of.get(module, module)))
+
+
+def wait_for_workers_build(timeout: float) -> int:
+    """The exit code of the controller's build (its status file), waiting up to ``timeout`` s."""
+    build_id = os.environ.get(BUILD_ID, "")
+    assert build_id, "no book build was started by the session's controller"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(BUILD_STATUS) as fh:
+                found, code = fh.read().split()
+            if found == build_id:
+                return int(code)
+        except (OSError, ValueError):
+            pass
+        time.sleep(2)
+    raise AssertionError(f"the book build did not end within {timeout:.0f} s (log: {BUILD_LOG})")
+
+
 @pytest.fixture(scope="session")
-def built_book():
-    """The HTML book, built by the same command as ``make book`` (started by the collection, above).
+def built_book(request):
+    """The HTML book, built by the same command as ``make book`` (started by the session, above).
 
     The build executes only what changed since the last one (myst-nb's cache; see
     ``hvdcourse.course.book.book_build``): after ``make book`` it executes no lesson and takes seconds; after a
     change to a lesson, the package or its data it executes what that change affects.
     """
-    start_book_build()  # (a test that asked for the book when the collection did not see it)
-    proc = _book_build["proc"]
-    left = BUILD_TIMEOUT + 60 - (time.monotonic() - _book_build["started"])
-    try:
-        proc.wait(timeout=max(left, 1))
-    except subprocess.TimeoutExpired:
-        stop_book_build()
+    if is_worker(request.config):
+        returncode = wait_for_workers_build(BUILD_TIMEOUT + 60)
+    else:
+        start_book_build()  # (a test that asked for the book when the collection did not see it)
+        proc = _book_build["proc"]
+        left = BUILD_TIMEOUT + 60 - (time.monotonic() - _book_build["started"])
+        try:
+            proc.wait(timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            stop_book_build()
+        returncode = proc.returncode
     with open(BUILD_LOG) as fh:
         log = fh.read()
-    assert proc.returncode == 0, f"book build failed or hung (log: {BUILD_LOG}):\n" + log[-6000:]
+    assert returncode == 0, f"book build failed or hung (log: {BUILD_LOG}):\n" + log[-6000:]
     return {"html": BUILD, "log": log}
 
 
@@ -181,3 +310,41 @@ def horovod_source(tmp_path_factory):
     with tarfile.open(glob.glob(str(folder / "horovod-0.28.1.tar.gz"))[0]) as tar:
         tar.extractall(folder, filter="data")
     return folder / "horovod-0.28.1"
+
+
+# --- One local Slurm cluster per session (hvdcourse.course.slurm_cluster), for every module that submits ---
+@pytest.fixture(scope="session")
+def local_cluster():
+    """The local 2-node Slurm cluster, started once for the session and always stopped at its end.
+    (pytest-xdist: the modules that use it share one worker, see XDIST_GROUPS.)"""
+    import tempfile
+
+    from hvdcourse.course.slurm_cluster import LocalCluster
+
+    cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp"))
+    try:
+        cluster.start(timeout=60)
+        yield cluster
+    finally:
+        for job in cluster.completed_jobs():  # the record of this session's jobs (pytest -s or -rA)
+            print(
+                f"slurm job {job.get('JobId')} {job.get('Name')}: {job.get('JobState')} in "
+                f"{job.get('Seconds')} s on {job.get('NodeList')} ({job.get('ProcCnt')} CPUs), "
+                f"exit {job.get('ExitCode')}"
+            )
+        cluster.stop(quiet=True, remove=True)
+
+
+# --- Horovod's build report, read once for the session (tests/test_stack.py, tests/test_envcheck.py) ---
+@pytest.fixture(scope="session")
+def check_build_report():
+    """What ``horovodrun --check-build`` of this venv prints."""
+    run = subprocess.run(
+        [os.path.join(os.path.dirname(PYTHON), "horovodrun"), "--check-build"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout

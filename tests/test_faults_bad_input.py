@@ -1,5 +1,5 @@
 """Bad input anywhere gets one clear line (what happened, what to do), a non-zero exit, no traceback,
-within a time bound, and loses nothing: the files involved are left as they were.
+never hangs (each run has a timeout that ends it), and loses nothing: the files involved are left as they were.
 
 The course's own checks print ``hvdcourse: error: ...`` once and exit 2 (hvdcourse.runtime.errors);
 argparse's usage errors print the usage and exit 2.
@@ -15,7 +15,9 @@ import numpy as np
 from conftest import PYTHON, ROOT
 from hvdcourse.runtime.launch import run_ranks
 
-RUN_BOUND = 120  # seconds for a 2-rank run that stops at start-up (about 20 s on an idle machine)
+# ends a hung run (one that stops at start-up takes about 20 s on an idle machine): a run that
+# reaches it failed to stop by itself; how long it took is the machine's business, not asserted
+RUN_BOUND = 150
 QUICK = ["--epochs", "1", "--max-steps", "2"]
 
 
@@ -103,10 +105,10 @@ def test_corrupt_data_file_stops_every_rank_with_a_clear_message(tmp_path):
         ],
         np=2,
         launcher="mpirun",
-        timeout=RUN_BOUND + 30,
+        timeout=RUN_BOUND,
         cwd=str(tmp_path),
     )
-    assert not run.timed_out and run.seconds < RUN_BOUND
+    assert not run.timed_out, run.output[-3000:]
     assert_clean_error(
         run.returncode,
         run.output,
@@ -150,10 +152,10 @@ def test_unwritable_checkpoint_folder_stops_the_run_with_a_clear_message(tmp_pat
         ],
         np=2,
         launcher="mpirun",
-        timeout=RUN_BOUND + 30,
+        timeout=RUN_BOUND,
         cwd=str(tmp_path),
     )
-    assert not run.timed_out and run.seconds < RUN_BOUND  # rank 1 did not wait forever for rank 0
+    assert not run.timed_out, run.output[-3000:]  # rank 1 did not wait forever for rank 0
     assert_one_error_line(run.returncode, run.output, "is not writable", "Pass --checkpoint-dir")
     assert blocker.read_text() == "a file where the checkpoint folder should go\n"
 

@@ -29,8 +29,16 @@ ARGS = [
     "ckpt",
 ]
 KILL_AT_STEP = 2 * STEPS + 3  # in epoch 3, after two checkpoints
-RUN_BOUND = 150  # seconds for one 4-epoch run on 2 ranks, start-up included
-EXIT_BOUND = 30  # seconds from the kill to the end of the killed run
+# hang guard: one 4-epoch run on 2 ranks takes 20-40 s on a quiet machine, start-up included; how
+# long a run took is the machine's business, not asserted
+RUN_TIMEOUT = 300
+# (trainer, launcher) of each kill-and-resume comparison
+TRAINERS = {
+    "train_hvd": ("hvdcourse.examples.train_hvd", "mpirun"),
+    "train_tape": ("hvdcourse.examples.train_tape", "mpirun"),
+    "train_torch_hvd": ("hvdcourse.examples.train_torch_hvd", "mpirun"),
+    "train_torch_ddp": ("hvdcourse.examples.train_torch_ddp", "torchrun"),
+}
 
 
 def state(record):
@@ -38,74 +46,46 @@ def state(record):
     return {key: value for key, value in record.items() if key not in ("kind", "path")}
 
 
-@pytest.fixture(scope="module")
-def comparison(tmp_path_factory):
-    return faults.compare_resume(
-        ARGS,
-        KILL_AT_STEP,
-        trainer="hvdcourse.examples.train_hvd",
-        launcher="mpirun",
-        timeout=RUN_BOUND + 60,
-        cwd=str(tmp_path_factory.mktemp("resume")),
-    )
+_COMPARISONS: dict = {}  # trainer name -> its comparison, made once for the module
+
+
+def comparison(name, tmp_path_factory):
+    """The trainer's three runs (uninterrupted, killed, resumed: faults.compare_resume), made once."""
+    if name not in _COMPARISONS:
+        trainer, launcher = TRAINERS[name]
+        _COMPARISONS[name] = faults.compare_resume(
+            ARGS,
+            KILL_AT_STEP,
+            trainer=trainer,
+            launcher=launcher,
+            timeout=RUN_TIMEOUT,
+            cwd=str(tmp_path_factory.mktemp(f"resume-{name}")),
+        )
+    return _COMPARISONS[name]
+
+
+@pytest.fixture(scope="module", params=sorted(TRAINERS))
+def resume_check(request, tmp_path_factory):
+    return request.param, comparison(request.param, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def killed_and_resumed(comparison):
-    return comparison.folder, comparison.killed, comparison.seconds_after_kill, comparison.resumed
+def killed_and_resumed(tmp_path_factory):
+    """The Keras trainer's comparison, for the tests of what a resume restores."""
+    check = comparison("train_hvd", tmp_path_factory)
+    return check.folder, check.killed, check.seconds_after_kill, check.resumed
 
 
-@pytest.fixture(scope="module")
-def tape_comparison(tmp_path_factory):
-    return faults.compare_resume(
-        ARGS,
-        KILL_AT_STEP,
-        trainer="hvdcourse.examples.train_tape",
-        launcher="mpirun",
-        timeout=RUN_BOUND + 60,
-        cwd=str(tmp_path_factory.mktemp("resume-tape")),
-    )
-
-
-@pytest.fixture(scope="module")
-def torch_hvd_comparison(tmp_path_factory):
-    return faults.compare_resume(
-        ARGS,
-        KILL_AT_STEP,
-        trainer="hvdcourse.examples.train_torch_hvd",
-        launcher="mpirun",
-        timeout=RUN_BOUND + 60,
-        cwd=str(tmp_path_factory.mktemp("resume-torch-hvd")),
-    )
-
-
-@pytest.fixture(scope="module")
-def torch_ddp_comparison(tmp_path_factory):
-    return faults.compare_resume(
-        ARGS,
-        KILL_AT_STEP,
-        trainer="hvdcourse.examples.train_torch_ddp",
-        launcher="torchrun",
-        timeout=RUN_BOUND + 60,
-        cwd=str(tmp_path_factory.mktemp("resume-torch-ddp")),
-    )
-
-
-COMPARISONS = {
-    "train_hvd": "comparison",
-    "train_tape": "tape_comparison",
-    "train_torch_hvd": "torch_hvd_comparison",
-    "train_torch_ddp": "torch_ddp_comparison",
-}
 # Horovod's broadcast_optimizer_state gives an optimizer with no state yet one step with zero
 # gradients (so that there is a state to send): PyTorch's Adam then counts one step more
 EXTRA_STEPS = {"train_torch_hvd": 1}
 
 
-def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resumed):
+def test_killed_run_stops_by_itself_after_two_checkpoints(killed_and_resumed):
     _, killed, after_kill, _ = killed_and_resumed
+    # ended by the launcher's failure report, not by the timeout (how fast is printed by lesson 11)
     assert not killed.ok and not killed.timed_out, killed.output[-3000:]
-    assert after_kill is not None and after_kill < EXIT_BOUND
+    assert after_kill is not None
     assert killed.failure.startswith("rank 1 failed first"), killed.output[-2000:]
     assert [r["epoch"] for r in killed.records("saved")] == [1, 2]
 
@@ -113,7 +93,6 @@ def test_killed_run_stops_within_the_bound_after_two_checkpoints(killed_and_resu
 def test_resumed_run_starts_at_the_epoch_after_the_last_checkpoint(killed_and_resumed):
     _, _, _, resumed = killed_and_resumed
     assert resumed.ok, resumed.output[-3000:]
-    assert resumed.seconds < RUN_BOUND
     assert "start_epoch=2" in resumed.output
     assert "Epoch 1/4" not in resumed.output and "Epoch 3/4" in resumed.output
 
@@ -158,7 +137,6 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
         cwd=str(tmp_path),
     )
     assert run.returncode == 2 and not run.timed_out, run.output[-3000:]
-    assert run.seconds < 90
     assert "error: cannot restore checkpoint" in run.output and "ckpt-4" in run.output
     assert "--no-resume" in run.output  # says what to do
     assert "Traceback" not in run.output
@@ -167,9 +145,8 @@ def test_corrupt_checkpoint_stops_every_rank_with_a_clear_message(killed_and_res
     assert {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()} == before
 
 
-@pytest.mark.parametrize("trainer", sorted(COMPARISONS))
-def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(trainer, request):
-    check = request.getfixturevalue(COMPARISONS[trainer])
+def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(resume_check):
+    trainer, check = resume_check
     assert not check.killed.ok and check.resumed.ok, check.resumed.output[-3000:]
     assert sorted(check.first_step) == [0, 1], check.resumed.output[-3000:]
     # weights, Adam's moments and step count: rank 1 holds what rank 0 holds before its first step...
@@ -179,9 +156,8 @@ def test_every_rank_takes_its_first_resumed_step_from_rank0s_restored_state(trai
     assert check.restored["optimizer_iterations"] == 2 * STEPS + EXTRA_STEPS.get(trainer, 0)
 
 
-@pytest.mark.parametrize("trainer", sorted(COMPARISONS))
-def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(trainer, request):
-    check = request.getfixturevalue(COMPARISONS[trainer])
+def test_killed_and_resumed_run_ends_with_the_weights_of_an_uninterrupted_run(resume_check):
+    _, check = resume_check
     assert check.uninterrupted.ok, check.uninterrupted.output[-3000:]
     assert check.resumed.ok, check.resumed.output[-3000:]
     assert sorted(check.uninterrupted_digests) == sorted(check.resumed_digests) == [0, 1]

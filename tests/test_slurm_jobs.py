@@ -3,8 +3,8 @@ once for this session and always stopped at its end."""
 
 import os
 import re
+import shlex
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +15,6 @@ import pytest
 from conftest import ROOT
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.launch import run_ranks
-from hvdcourse.course.slurm_cluster import LocalCluster
 
 SUBMIT = os.path.join(ROOT, "slurm", "submit.sh")
 # 2 epochs of 5 steps: enough to prove that the ranks train together, each job well under a minute.
@@ -35,21 +34,6 @@ LIMIT = "--time=5"
 RANK_LINE = re.compile(
     r"\[train_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)"
 )
-
-
-@pytest.fixture(scope="session")
-def local_cluster():
-    cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp"))
-    try:
-        cluster.start(timeout=60)
-        yield cluster
-    finally:
-        for job in cluster.completed_jobs():  # the record of this session's jobs (pytest -s or -rA)
-            print(
-                f"slurm job {job.get('JobId')} {job.get('Name')}: {job.get('JobState')} in {job.get('Seconds')} s "
-                f"on {job.get('NodeList')} ({job.get('ProcCnt')} CPUs), exit {job.get('ExitCode')}"
-            )
-        cluster.stop(quiet=True, remove=True)
 
 
 def submit(cluster, cwd, sbatch_options, trainer_args, env=None, timeout=240):
@@ -316,6 +300,86 @@ def test_select_gpu_under_srun_numbers_gpus_by_rank_on_the_node(local_cluster, t
         timeout=100,
     )
     assert sorted(proc.stdout.split("\n")[:2]) == ["0: 0", "1: 1"], proc.stdout + proc.stderr
+
+
+# what each rank of a step started with the job scripts' srun options prints: its CPUs and mask
+RANK_CPUS = (
+    'echo "rank $SLURM_PROCID on $SLURMD_NODENAME: cpus-per-task=${SLURM_CPUS_PER_TASK:-unset} '
+    '$(grep Cpus_allowed_list /proc/self/status | tr -s "\t" " ")"'
+)
+
+
+@pytest.mark.timeout(120)
+def test_each_rank_of_the_job_step_gets_the_jobs_cpus_per_task(local_cluster, tmp_path):
+    # the srun options of slurm/lib.sh inside an allocation of --cpus-per-task=1: srun passes it on
+    # (Slurm 22.05-23.02 would not), and each rank shows its CPU count and CPU mask
+    script = f'source {ROOT}/slurm/lib.sh; use_site cpu; echo "srun ${{SRUN_OPTS[*]}}"; '
+    script += f'srun "${{SRUN_OPTS[@]}}" bash -c {shlex.quote(RANK_CPUS)}'
+    proc = local_cluster.command(
+        [
+            os.path.join(ROOT, "slurm", "interactive.sh"),
+            "cpu",
+            "--nodes=2",
+            "--cpus-per-task=1",
+            "--time=1",
+            "--",
+            "bash",
+            "-c",
+            script,
+        ],
+        cwd=str(tmp_path),
+        timeout=100,
+    )
+    assert "srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=1" in proc.stdout, proc.stdout
+    ranks = re.findall(
+        r"^rank (\d) on (node\d): cpus-per-task=(\S+) Cpus_allowed_list: (\S+)$", proc.stdout, re.M
+    )
+    print("\n".join(" ".join(rank) for rank in ranks))  # the record: each rank's CPUs and mask
+    assert sorted((r, node, cpus) for r, node, cpus, _ in ranks) == [
+        ("0", "node1", "1"),
+        ("1", "node2", "1"),
+    ], proc.stdout + proc.stderr
+    # this cluster runs without Slurm's task-affinity plugin: the mask is the machine's CPUs
+    assert all(re.fullmatch(r"[\d,-]+", mask) for *_, mask in ranks)
+
+
+@pytest.mark.timeout(120)
+def test_allreduce_bandwidth_check_runs_across_both_nodes(local_cluster, tmp_path):
+    # a cluster user's interconnect check, one rank per node; 2 sizes x 3 calls keep it short
+    proc = local_cluster.command(
+        [
+            "srun",
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--mpi=pmix",
+            "--kill-on-bad-exit=1",
+            "--time=2",
+            "python",
+            "-m",
+            "hvdcourse.course.envcheck",
+            "--allreduce-bandwidth",
+            "--sizes",
+            "4K,1M",
+            "--iters",
+            "3",
+        ],
+        cwd=str(tmp_path),
+        timeout=110,
+        env=local_cluster.env({"PYTHONPATH": ROOT}),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert (
+        "with Horovod: 2 rank(s) on 2 node(s) (node1, node2); tensors in host memory (CPU)" in out
+    )
+    assert re.search(r"; (MPI|Gloo) operations; 3 timed calls per size$", out, re.M), out
+    rows = re.findall(r"^\s+(\d+ [KM]iB)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
+    assert [size for size, *_ in rows] == ["4 KiB", "1 MiB"], out
+    for size, micros, algbw, busbw in rows:
+        assert float(micros) > 0 and float(algbw) > 0
+        assert float(busbw) == pytest.approx(float(algbw), abs=0.002)  # 2(n-1)/n = 1 on 2 ranks
+    assert re.search(r"fitted: alpha = [\d.]+ us, 1/beta = [\d.]+ GB/s", out)
 
 
 @pytest.mark.timeout(180)

@@ -7,27 +7,21 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
 from conftest import ROOT
 from hvdcourse.course.grading import slurm
-from hvdcourse.course.slurm_cluster import LocalCluster
 
 SUBMISSIONS = os.path.join(ROOT, "tests", "grading", "submissions")
 NOTEBOOKS = ("ex01_collectives.ipynb", "ex03_sharding.ipynb")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-grade-", dir="/tmp"))
-    try:
-        cluster.start(timeout=60)
-        yield cluster
-    finally:
-        cluster.stop(quiet=True, remove=True)
+def cluster(local_cluster):
+    """The session's local Slurm cluster (tests/conftest.py)."""
+    return local_cluster
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,17 @@ from hvdcourse.runtime.launch import run_ranks
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
+_RUNS: dict = {}  # the same command runs once per module; its tests read its records
+
+
 def run_check(*args, np_=2):
-    """Every rank's record, rank 0's first; the run must succeed."""
+    """Every rank's record, rank 0's first; the run must succeed (made once per arguments)."""
+    if (args, np_) not in _RUNS:
+        _RUNS[args, np_] = _run_check(*args, np_=np_)
+    return _RUNS[args, np_]
+
+
+def _run_check(*args, np_=2):
     run = run_ranks(
         [PYTHON, "-m", "hvdcourse.course.model_parallel.check", *args],
         np=np_,
@@ -69,8 +78,11 @@ def test_pipeline_step_gives_the_gradients_and_loss_of_the_whole_batch(schedule,
 
 
 def test_1f1b_holds_fewer_micro_batches_than_gpipe():
-    gpipe = run_check("pipeline", "--schedule", "gpipe", "--micro-batches", "8")
-    one_f_one_b = run_check("pipeline", "--schedule", "1f1b", "--micro-batches", "8")
+    # the runs of the exactness test above (batch 8, 8 micro-batches of one row)
+    gpipe = run_check("pipeline", "--schedule", "gpipe", "--micro-batches", "8", "--batch", "8")
+    one_f_one_b = run_check(
+        "pipeline", "--schedule", "1f1b", "--micro-batches", "8", "--batch", "8"
+    )
     assert [r["held_max"] for r in gpipe] == [8, 8]
     assert [r["held_max"] for r in one_f_one_b] == [2, 1]  # p - s micro-batches on stage s
 
@@ -98,11 +110,15 @@ def test_zero1_halves_the_optimizer_state_per_rank_on_2_ranks():
 
 
 def test_measured_bubble_shrinks_with_more_micro_batches():
+    # Asserted on the step replayed with each operation's measured compute (CPU) time, which other
+    # work on the machine does not change; the wall-clock idle share ("measured", what lesson 12
+    # plots) also counts the time a stage was descheduled, so it is reported, not asserted.
     (record, _) = run_check(
         "bubble", "--micro-batches", "1", "8", "--width", "256", "--batch", "256"
     )
     one, eight = record["bubble"]
     assert one["formula"] == pytest.approx(0.5) and eight["formula"] == pytest.approx(1 / 9)
     # with one micro-batch a stage waits for the other's whole pass: about half of the step
-    assert 0.3 < one["measured"] < 0.7
-    assert eight["measured"] < one["measured"]
+    assert 0.3 < one["replayed"] < 0.7, record["bubble"]
+    assert eight["replayed"] < one["replayed"] / 2, record["bubble"]
+    assert all(0 <= row["measured"] < 1 for row in (one, eight)), record["bubble"]

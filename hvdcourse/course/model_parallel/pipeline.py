@@ -23,6 +23,7 @@ schedules with fixed times; :func:`run_pipeline` runs them with mpi4py and measu
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -64,9 +65,17 @@ def schedule(kind: str, stages: int, micro_batches: int) -> list:
 
 
 def simulate(
-    kind: str, stages: int, micro_batches: int, t_forward: float = 1.0, t_backward: float = 2.0
+    kind: str,
+    stages: int,
+    micro_batches: int,
+    t_forward: float = 1.0,
+    t_backward: float = 2.0,
+    durations: dict | None = None,
 ) -> dict:
     """Run a schedule with fixed operation times and no communication cost.
+
+    ``durations`` (``{(stage, op, i): seconds}``), when given, replaces the fixed times: a measured
+    step replayed with each operation's own compute time (see :func:`measure_bubble`).
 
     An operation starts when its stage is free and its input is there: ``F`` of micro-batch ``i``
     on stage ``s`` needs ``F`` of ``i`` on ``s - 1``; ``B`` of ``i`` on ``s`` needs ``B`` of ``i`` on
@@ -92,7 +101,10 @@ def simulate(
             if need is not None and need not in done:
                 continue
             start = max(free[s], done[need] if need else 0.0)
-            end = start + (t_forward if op == "F" else t_backward)
+            if durations is not None:
+                end = start + durations[(s, op, i)]
+            else:
+                end = start + (t_forward if op == "F" else t_backward)
             done[(s, op, i)] = free[s] = end
             ops[s].append((op, i, start, end))
             position[s] += 1
@@ -190,7 +202,9 @@ def run_pipeline(
     stage's ``grads`` (summed over the micro-batches), ``loss`` (last stage; ``None`` elsewhere),
     ``busy`` and ``step_time`` (seconds, measured with ``MPI.Wtime`` between two barriers),
     ``idle_fraction`` (``1 - busy / step_time``), ``ops`` ``[(op, i, start, end)]`` relative to the
-    step's start, and ``held_max``: the most micro-batches whose activations it held at once.
+    step's start, ``cpu`` ``{(op, i): seconds}``: each operation's compute time as this thread's CPU
+    time (what it cost, whatever else the machine ran meanwhile), and ``held_max``: the most
+    micro-batches whose activations it held at once.
     """
     from mpi4py import MPI
 
@@ -204,7 +218,7 @@ def run_pipeline(
     rows = batch // micro_batches
     first, last = rank == 0, rank == size - 1
     grads = [(np.zeros_like(w), np.zeros_like(b)) for w, b in layers]
-    held, held_max, dloss, loss, sends, ops, busy = {}, 0, {}, 0.0, [], [], 0.0
+    held, held_max, dloss, loss, sends, ops, busy, cpu = {}, 0, {}, 0.0, [], [], 0.0, {}
     comm.Barrier()
     t0 = MPI.Wtime()
     for op, i in plan:
@@ -214,12 +228,12 @@ def run_pipeline(
             else:
                 inp = np.empty((rows, width), dtype=layers[0][0].dtype)
                 comm.Recv(inp, source=rank - 1, tag=i)
-            start = MPI.Wtime()
+            start, cpu_start = MPI.Wtime(), time.thread_time()
             out, held[i] = stage_forward(layers, inp)
             if last:
                 part, dloss[i] = loss_and_grad(out, target[i * rows : (i + 1) * rows], batch)
                 loss += part
-            end = MPI.Wtime()
+            end, cpu[(op, i)] = MPI.Wtime(), time.thread_time() - cpu_start
             if not last:
                 sends.append((comm.Isend(out, dest=rank + 1, tag=i), out))
             held_max = max(held_max, len(held))
@@ -229,12 +243,12 @@ def run_pipeline(
             else:
                 dout = np.empty((rows, width), dtype=layers[0][0].dtype)
                 comm.Recv(dout, source=rank + 1, tag=micro_batches + i)
-            start = MPI.Wtime()
+            start, cpu_start = MPI.Wtime(), time.thread_time()
             din, part = stage_backward(layers, held.pop(i), dout)
             for (gw, gb), (dw, db) in zip(grads, part):
                 gw += dw
                 gb += db
-            end = MPI.Wtime()
+            end, cpu[(op, i)] = MPI.Wtime(), time.thread_time() - cpu_start
             if not first:
                 sends.append((comm.Isend(din, dest=rank - 1, tag=micro_batches + i), din))
         busy += end - start
@@ -249,6 +263,7 @@ def run_pipeline(
         "step_time": step,
         "idle_fraction": 1 - busy / step,
         "ops": ops,
+        "cpu": cpu,
         "held_max": held_max,
     }
 
@@ -268,7 +283,10 @@ def measure_bubble(
     Every rank builds the same model and batch from ``seed``; each ``m`` runs ``repeats`` steps and
     keeps the step with the median step time. Returns, on every rank, one dict per ``m``:
     ``micro_batches``, ``formula``, ``measured`` (mean idle share over the stages),
-    ``per_stage`` (each stage's), ``step_time`` (s) and ``busy`` (s, each stage's).
+    ``per_stage`` (each stage's), ``step_time`` (s), ``busy`` (s, each stage's) and ``replayed``:
+    the idle share of the same step replayed (:func:`simulate`) with each operation's measured CPU
+    time. ``measured`` also counts the time a stage was descheduled by other work on the machine;
+    ``replayed`` is the bubble that the compute itself leaves, whatever the machine's load.
     """
     size = comm.Get_size()
     stages = split_stages(init_layers(width, layers_per_stage * size, seed), size)
@@ -294,6 +312,8 @@ def measure_bubble(
         chosen = runs[int(np.argsort(times)[len(times) // 2])]
         idle = comm.allgather(chosen["idle_fraction"])
         busy = comm.allgather(chosen["busy"])
+        cpu = comm.allgather(chosen["cpu"])
+        durations = {(s, op, i): t for s, ops in enumerate(cpu) for (op, i), t in ops.items()}
         rows.append(
             {
                 "micro_batches": m,
@@ -302,6 +322,7 @@ def measure_bubble(
                 "per_stage": [float(v) for v in idle],
                 "step_time": float(chosen["step_time"]),
                 "busy": [float(v) for v in busy],
+                "replayed": simulate(kind, size, m, durations=durations)["idle_fraction"],
             }
         )
     return rows
