@@ -151,6 +151,17 @@ def ex05_conversion(c, train_hvd, timeout: float = 180):
 WARMUP = {"base_lr": 0.01, "warmup_epochs": 2, "steps_per_epoch": 4, "epochs": 3}
 
 
+def _warmup_hint(error):
+    """Exercise 6's hint for what a rank raised, or None."""
+    if "'float' object has no attribute 'dtype'" in error.get("error", ""):
+        return (
+            "the warm-up's momentum correction cannot set the momentum of TensorFlow 2.11+ optimizers "
+            "(a Python number) in Horovod 0.28.1: pass momentum_correction=False to "
+            "LearningRateWarmupCallback"
+        )
+    return None
+
+
 @check(
     "ex06",
     "Scale the learning rate and warm it up",
@@ -175,6 +186,7 @@ def ex06_warmup(c, optimizer_and_warmup, timeout: float = 150):
         optimizer_and_warmup,
         "return (optimizer, [callbacks]); build them from hvd and the arguments",
         timeout,
+        hints=_warmup_hint,
         **WARMUP,
     )
     r0, r1 = outcome.values()
