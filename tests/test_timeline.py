@@ -1,7 +1,6 @@
 """Reading Horovod timelines (synthetic files) and recording real ones on 2 ranks."""
 
 import json
-import os
 
 import pytest
 
@@ -170,23 +169,9 @@ def test_gantt_draws_one_row_per_tensor_and_a_legend_entry_per_phase(tmp_path):
 QUICK = ["--epochs", "1", "--max-steps", "6", "--batch-size", "32", "--warmup-epochs", "0"]
 
 
-def test_recording_on_two_ranks_gives_allreduce_phases_with_gloo_inside(tmp_path):
-    rec = timeline.record(str(tmp_path / "tl.json"), QUICK, np=2, timeout=240, cwd=str(tmp_path))
-    assert rec.ok, rec.run.output[-3000:]
-    table = timeline.phase_table(timeline.load_events(rec.path))
-    assert {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "GLOO_ALLREDUCE"} <= set(table.index)
-
-
-def test_dynamic_recording_holds_only_the_requested_steps(tmp_path):
-    rec = timeline.record(
-        str(tmp_path / "tl.json"), QUICK, np=2, dynamic=(2, 4), timeout=240, cwd=str(tmp_path)
-    )
-    assert rec.ok, rec.run.output[-3000:]
-    spans = timeline.load_events(rec.path)
-    phase_names = {s.phase for s in spans}
-    assert "ALLREDUCE" in phase_names
-    assert "BROADCAST" not in phase_names  # the initial broadcast happened before step 2
-    assert os.path.getsize(rec.path) > 0
+# The Keras trainer's recordings (a whole run: negotiation, allreduce, Gloo's allreduce inside; a
+# dynamic one: the requested steps only, no initial broadcast) are made and asserted by lesson 06,
+# which the book build executes: a failing assert there fails the build and tests/book.
 
 
 def test_recording_the_pytorch_trainer_names_each_gradient_after_its_parameter(tmp_path):

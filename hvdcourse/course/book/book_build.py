@@ -1,6 +1,7 @@
 """Build the book (``make book``) or execute single lessons (lesson authors, tests).
 
 ``python -m hvdcourse.course.book.book_build``                - build ``_build/html``, executing the pages that need it
+                                                               (3 lessons at a time: ``--jobs``, :mod:`hvdcourse.course.book.prerun`)
 ``python -m hvdcourse.course.book.book_build --record-times`` - execute every page afresh and record the times in book/data
 ``python -m hvdcourse.course.book.book_build --execute F.md``  - execute one lesson with nbclient, fail on error
 
@@ -220,10 +221,25 @@ def forget_environment(root: str) -> None:
         os.remove(os.path.join(root, "_build", ".doctrees", "environment.pickle"))
 
 
+def toc_lessons(root: str = ROOT) -> list:
+    """The lessons of ``_toc.yml`` (``notebooks/...``), in the book's order."""
+    import yaml
+
+    with open(os.path.join(root, "_toc.yml")) as fh:
+        toc = yaml.safe_load(fh)
+    pages = [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    return [page for page in pages if page.startswith("notebooks/")]
+
+
 def build_book(
-    timeout: int = BUILD_TIMEOUT, record: bool = False, root: str = ROOT, inputs=INPUTS
+    timeout: int = BUILD_TIMEOUT,
+    record: bool = False,
+    root: str = ROOT,
+    inputs=INPUTS,
+    jobs: int = 1,
 ) -> int:
-    """Build the book in ``root``; execute what changed (module docstring); 0 on success."""
+    """Build the book in ``root``; execute what changed (module docstring), ``jobs`` lessons at a
+    time (:mod:`hvdcourse.course.book.prerun`); 0 on success."""
     start = time.time()
     emptied = prepare_cache(root, inputs, fresh=record)
     if emptied:
@@ -231,6 +247,12 @@ def build_book(
             "book: the pages' inputs changed (or no cache yet, or --record-times): every page executes"
         )
     env = book_env(root)
+    if jobs > 1 and not record:  # recorded times are a lesson's own, one at a time
+        from hvdcourse.course.book import prerun
+
+        lessons = [os.path.join(root, page + ".md") for page in toc_lessons(root)]
+        recorded = json.load(open(TIMES_RECORD))["lessons"] if os.path.isfile(TIMES_RECORD) else {}
+        prerun.execute_into_cache(root, lessons, jobs, timeout, env, order=recorded)
     try:
         code = run_jupyter_book(root, timeout, emptied, env)
     except BaseException:  # timeout or Ctrl-C: maybe after Sphinx saved its environment
@@ -310,6 +332,13 @@ def main(argv=None) -> int:
     parser.add_argument("--execute", nargs="+", metavar="LESSON", help="only execute these lessons")
     parser.add_argument("--timeout", type=int, default=BUILD_TIMEOUT)
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("BOOK_JOBS", "3")),
+        help="lessons executed at once before the build reads them (default 3, or $BOOK_JOBS; "
+        "1: one after another, while the build reads them; --record-times always uses 1)",
+    )
+    parser.add_argument(
         "--record-times",
         action="store_true",
         help="execute every page afresh and write their execution times to "
@@ -326,7 +355,9 @@ def main(argv=None) -> int:
             seconds = execute_lesson(path, timeout=args.timeout)
             print(f"executed {path} in {seconds:.1f} s")
         return 0
-    return build_book(args.timeout, args.record_times)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    return build_book(args.timeout, args.record_times, jobs=args.jobs)
 
 
 if __name__ == "__main__":
