@@ -11,13 +11,17 @@ process this one never touches, decides the points from that data.
 
 from __future__ import annotations
 
-import ast
-import importlib
-import importlib.util
-import json
-import os
-import sys
-import types
+import time
+
+STARTED = time.time()  # this module's first line: the end of the process's start
+
+import ast  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import types  # noqa: E402
 
 # Frameworks whose import costs seconds (TensorFlow alone 4 s of CPU). The answer process rarely uses
 # them itself: the checks send the learner's functions to fresh ranks, which import what they need.
@@ -107,7 +111,10 @@ def main(argv=None) -> int:
     from hvdcourse.course.exercises import replay
     from hvdcourse.course.exercises.checks import EXERCISES
 
+    # when each stage ended, for the report's timing (the runner reads them as information only)
+    stamps = [("start", STARTED), ("imports", time.time())]
     module, errors = load_definitions(job, folder)
+    stamps.append(("definitions", time.time()))
     recorder = replay.Recorder()
     for ex_id in job["exercises"]:
         exercise = EXERCISES[ex_id]
@@ -122,9 +129,10 @@ def main(argv=None) -> int:
             errors.append(
                 {"cell": 0, "line": 0, "error": f"check {ex_id}: {type(err).__name__}: {err}"[:300]}
             )
+    stamps.append(("checks", time.time()))
     tmp = argv[1] + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump({"records": recorder.records, "errors": errors}, fh)
+        json.dump({"records": recorder.records, "errors": errors, "stamps": stamps}, fh)
     os.replace(tmp, argv[1])
     return 0
 

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hvdcourse.course.bench import machine
 from hvdcourse.course.exercises import paths
-from hvdcourse.course.grading.common import GRACE, progress_line
+from hvdcourse.course.grading.common import GRACE, Stages, progress_line
 from hvdcourse.course.grading import processes
 from hvdcourse.course.grading import report as reporting
 from hvdcourse.course.grading.runner import TOKEN_ENV, skip_slow_schema_formats
@@ -183,9 +183,12 @@ def judge(report: dict, timeout: float = 120) -> tuple:
 def grade_notebook(
     student: str, path: str, args, scratch: str, deny: list, number: int, uid=None
 ) -> dict:
-    """Run one notebook through the runner, then the judge; always return a report."""
+    """Run one notebook through the runner, then the judge; always return a report (its ``timing``:
+    the wall seconds of each stage, see :class:`~hvdcourse.course.grading.common.Stages`)."""
     name = os.path.basename(path)
+    start, stages = time.monotonic(), Stages()
     problem = read_problem(path)
+    stages.lap("read")
     if problem:
         return {
             "name": name,
@@ -221,6 +224,8 @@ def grade_notebook(
         "hide": can_hide() and not args.no_hide,
         "rank_locks": getattr(args, "rank_locks", []),
     }
+    job["started"] = time.time()  # the runner times its start from here
+    stages.lap("setup", job["started"])
     with open(os.path.join(private, "job.json"), "w") as fh:
         json.dump(job, fh)
     token = secrets.token_hex(12)
@@ -236,7 +241,6 @@ def grade_notebook(
     ]
     if job["hide"]:
         cmd = [_UNSHARE, "--mount", "--propagation", "private", "--"] + cmd
-    start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -252,6 +256,7 @@ def grade_notebook(
         timed_out = True
         stderr = b""
     finally:
+        ended = time.time()
         processes.kill_user(uid)
         processes.kill_tagged(token)  # the kernel, mpirun and ranks, wherever they were re-parented
         ACTIVE.discard(token)
@@ -279,6 +284,14 @@ def grade_notebook(
             "results": [],
             "violations": [],
         }
+    runner = report.pop("timing", None)  # the runner's stages, between the grader's
+    if isinstance(runner, dict) and all(isinstance(v, (int, float)) for v in runner.values()):
+        stages.seconds.update(runner)
+        stages.last = min(ended, job["started"] + sum(runner.values()))
+        stages.lap("runner_exit", ended)
+    else:
+        stages.lap("runner", ended)
+    stages.lap("cleanup")
     if report.get("exercises"):
         try:
             report["results"], report.setdefault("cpu", {})["judge"] = judge(report)
@@ -296,7 +309,9 @@ def grade_notebook(
             reporting.zeroed(r, "not graded: the notebook tried to read the solutions")
             for r in report.get("results", [])
         ]
+    stages.lap("judge")
     report["seconds"] = round(time.monotonic() - start, 1)
+    report["timing"] = stages.seconds
     if not args.keep:
         for folder in (sandbox, job["answers_dir"], job["site"]):
             shutil.rmtree(folder, ignore_errors=True)

@@ -29,10 +29,14 @@ import sys
 import time
 
 from hvdcourse.course.grading import confine, processes
+from hvdcourse.course.grading.common import Stages
 
 TOKEN_ENV = "HVDCOURSE_SUBMISSION_TOKEN"
 KERNEL_NAME = "hvdcourse-grading"
 MAX_ANSWER_BYTES = 50_000_000
+# the answer process's stages (it stamps their ends): its start, its imports, the notebook's
+# definitions, the checks
+ANSWER_STAGES = ("start", "imports", "definitions", "checks")
 
 
 def hide(folders: list) -> list:
@@ -241,8 +245,9 @@ def _kernel_exit(client):
         return None
 
 
-def execute(job: dict, nb, log: str) -> dict:
-    """The notebook run: the cells in the course kernel; the report's status, cell errors and problem."""
+def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
+    """The notebook run: the cells in the course kernel; the report's status, cell errors and problem.
+    ``stages`` gets the kernel's start, the cells and the kernel's stop."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     sandbox = job["sandbox"]
@@ -262,8 +267,10 @@ def execute(job: dict, nb, log: str) -> dict:
     client = _capped_client(nb, sandbox, int(job["cell_timeout"]), job["output_cap"])
     deadline = time.monotonic() + job["timeout"]
     start, index = time.monotonic(), 0
+    stages = stages or Stages()
     try:
         with client.setup_kernel(env=env, cwd=sandbox):
+            stages.lap("kernel_start")
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code" or report["status"] == "output-cap":
                     continue
@@ -273,11 +280,17 @@ def execute(job: dict, nb, log: str) -> dict:
                 client.timeout = max(1, int(min(job["cell_timeout"], left)))
                 try:
                     client.execute_cell(cell, index)
+                    stages.lap("cells")
+                except CellTimeoutError:
+                    stages.lap("cells")  # the kernel's stop comes after
+                    raise
                 except DeadKernelError as err:
+                    stages.lap("cells")
                     # read it now: leaving the kernel's context forgets it
                     err.exit_code = _kernel_exit(client)
                     raise
                 except OutputCapExceeded:
+                    stages.lap("cells")
                     report["status"] = "output-cap"
                     report["problem"] = (
                         f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
@@ -348,6 +361,7 @@ def execute(job: dict, nb, log: str) -> dict:
         report["seconds"] = round(time.monotonic() - start, 1)
         report.setdefault("output_bytes", client.output_bytes)
         stop_everything(job)
+        stages.lap("kernel_stop")
     return report
 
 
@@ -397,8 +411,9 @@ def read_untrusted(path: str, limit: int = MAX_ANSWER_BYTES):
         os.close(fd)
 
 
-def run_answers(job: dict, nb, log: str, report: dict) -> None:
-    """The answer run (see the module's docstring); fills ``static``, ``exercises``, ``answers``."""
+def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = None) -> None:
+    """The answer run (see the module's docstring); fills ``static``, ``exercises``, ``answers``;
+    ``stages`` gets the answer process's start, imports, definitions, checks and stop."""
     from hvdcourse.course.exercises import replay
     from hvdcourse.course.exercises.checks import EXERCISES
     from hvdcourse.course.grading.extract import extract
@@ -443,7 +458,9 @@ def run_answers(job: dict, nb, log: str, report: dict) -> None:
         ],
     )
     # the 2-rank checks of notebooks graded at once take turns
+    stages = stages or Stages()
     held = take_rank_slot(job.get("rank_locks", []))
+    stages.lap("answers_prepare")  # the notebook's extraction, and a turn for the rank checks
     start = time.monotonic()
     with held, open(os.path.join(job["private"], "answers.log"), "wb") as logfh:
         proc = subprocess.Popen(
@@ -464,8 +481,21 @@ def run_answers(job: dict, nb, log: str, report: dict) -> None:
         report["answer_problem"] = (
             f"the checks of your answers used more than {job['limits']['cpu']} s of CPU time"
         )
+    ended = time.time()
     try:
         report["answers"] = read_untrusted(out)
+        # the answer process's own stamps: informative only, never used to decide anything
+        stamps = (
+            report["answers"].pop("stamps", None) if isinstance(report["answers"], dict) else None
+        )
+        if isinstance(stamps, list):
+            for stage, stamp in stamps[:4]:
+                if (
+                    stage in ANSWER_STAGES
+                    and isinstance(stamp, (int, float))
+                    and stages.last <= stamp <= ended
+                ):
+                    stages.lap(f"answers_{stage}", stamp)
     except (OSError, ValueError) as err:
         with open(os.path.join(job["private"], "answers.log"), "rb") as fh:
             tail = fh.read()[-4000:].decode(errors="replace").strip().splitlines()[-1:]
@@ -474,6 +504,7 @@ def run_answers(job: dict, nb, log: str, report: dict) -> None:
             f"the answer run left no data ({type(err).__name__}: "
             f"{_first_line(err)}; {' '.join(tail)[:200]})",
         )
+    stages.lap("answers_stop", ended)
 
 
 class _Slot:
@@ -536,6 +567,7 @@ def skip_slow_schema_formats() -> None:
 
 
 def main(argv=None) -> int:
+    began = time.time()
     skip_slow_schema_formats()
     import nbformat
 
@@ -546,6 +578,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with open(args.job) as fh:
         job = json.load(fh)
+    # the grader's stamp when it started this process
+    stages = Stages(job.get("started", began))
+    stages.lap("runner_start", began)
+    stages.lap("runner_imports")
     submission = os.path.join(job["sandbox"], "submission.ipynb")
     report = {"status": "not-run", "problem": "", "errors": [], "results": [], "violations": []}
     hidden = []
@@ -560,12 +596,13 @@ def main(argv=None) -> int:
             )
         log = prepare_site(job)
         nb = nbformat.read(submission, as_version=4)
+        stages.lap("prepare")
         cpu = children_cpu()
-        report = execute(job, nbformat.read(submission, as_version=4), log)
+        report = execute(job, nbformat.read(submission, as_version=4), log, stages)
         report["notes"] = notes
         report["cpu"] = {"notebook": round(children_cpu() - cpu, 1)}
         cpu = children_cpu()
-        run_answers(job, nb, log, report)
+        run_answers(job, nb, log, report, stages)
         report["cpu"]["answers"] = round(children_cpu() - cpu, 1)
     except Exception as err:  # the notebook could not be run at all: say why, do not stop the batch
         report.update(status="not-run", problem=f"{type(err).__name__}: {_first_line(err)}")
@@ -588,6 +625,8 @@ def main(argv=None) -> int:
                 {"kind": "tampered", "path": log, "event": "the violation log was edited"}
             )
     report["hidden"] = hidden
+    stages.lap("runner_stop")
+    report["timing"] = stages.seconds
     tmp = job["report"] + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(report, fh)
