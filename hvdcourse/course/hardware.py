@@ -82,13 +82,24 @@ class Transformer:
     hidden: int
     heads: int
     seq_len: int
+    # the block's shape, for the activation count of lesson "Model parallelism by hand": the MLP's
+    # inner size (0: 4 * hidden), its kind ("gelu": two matrices; "swiglu": three, gated), the
+    # key/value heads (0: as many as ``heads``; fewer: grouped-query attention), and dropout
+    ffn: int = 0
+    mlp: str = "gelu"
+    kv_heads: int = 0
+    dropout: bool = True
 
 
 MODELS = [
     Transformer("BERT-Large", 340e6, 24, 1024, 16, 512),
     Transformer("GPT-2 XL", 1.5e9, 48, 1600, 25, 1024),
-    Transformer("Llama-2 7B", 6.7e9, 32, 4096, 32, 4096),
-    Transformer("Llama-2 70B", 69e9, 80, 8192, 64, 4096),
+    # Llama 2 (Touvron et al. 2023, arXiv:2307.09288): SwiGLU MLP, no dropout; the 70B model uses
+    # grouped-query attention with 8 key/value heads; inner sizes as in the released configurations
+    Transformer("Llama-2 7B", 6.7e9, 32, 4096, 32, 4096, ffn=11008, mlp="swiglu", dropout=False),
+    Transformer(
+        "Llama-2 70B", 69e9, 80, 8192, 64, 4096, ffn=28672, mlp="swiglu", kv_heads=8, dropout=False
+    ),
     Transformer("GPT-3", 175e9, 96, 12288, 96, 2048),
 ]
 

@@ -15,7 +15,26 @@ def test_mixed_precision_adam_costs_16_bytes_per_parameter_on_one_device():
     need = memory.per_device_gb(model, memory.Plan("one", "data"))
     state = need["weights"] + need["gradients"] + need["optimizer"]
     assert state == pytest.approx(hardware.training_state_gb(model.params))
+
+
+def test_a_gpt_block_keeps_the_activations_of_korthikanti_eq_2():
+    model = memory.model_named("GPT-3")
+    need = memory.per_device_gb(model, memory.Plan("one", "data"))
     assert need["activations"] == pytest.approx(hardware.activation_gb(model, 1))
+    assert memory.activation_terms(model) == {"replicated": 10, "split": 24, "scores": 5}
+
+
+def test_a_llama_block_keeps_its_own_tensors_about_half_of_gpts():
+    # SwiGLU (3 matrices, inner size f), no dropout, grouped-query attention in 70B
+    for name, kv in (("Llama-2 7B", 1.0), ("Llama-2 70B", 8 / 64)):
+        model = memory.model_named(name)
+        f = model.ffn / model.hidden
+        assert memory.activation_terms(model) == pytest.approx(
+            {"replicated": 8, "split": 2 + 4 * kv + 2 + 6 * f, "scores": 2}
+        )
+        ours = memory.activation_bytes_per_layer(model)
+        gpt = model.seq_len * model.hidden * (34 + 5 * model.heads * model.seq_len / model.hidden)
+        assert 0.4 < ours / gpt < 0.6, name
 
 
 def test_zero_stages_shard_optimizer_then_gradients_then_weights():
@@ -36,7 +55,7 @@ def test_zero_stages_shard_optimizer_then_gradients_then_weights():
 
 
 def test_tensor_parallelism_divides_state_and_most_activations():
-    model = memory.model_named(LLAMA7)
+    model = memory.model_named("GPT-3")
     need = memory.per_device_gb(model, memory.Plan("t", "tensor", tensor=8))
     assert need["weights"] == pytest.approx(model.params * 2 / 8 / 1e9)
     s, h, a = model.seq_len, model.hidden, model.heads

@@ -9,11 +9,14 @@ data-parallel ranks and ZeRO stage ``z``:
   device holds its share of the layers), and by ``d`` for the optimizer state from stage 1, the
   gradients from stage 2 and the weights from stage 3 (stage 3 is PyTorch's FSDP ``FULL_SHARD``);
 * activations kept for the backward pass, 16-bit, per transformer layer and micro-batch of ``b``
-  sequences of length ``s`` with hidden size ``h`` and ``a`` heads (Korthikanti et al. 2022,
-  arXiv:2205.05198, eq. 2 and 3): ``s*b*h*(34 + 5*a*s/h)`` bytes without tensor parallelism,
-  ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with it (no sequence parallelism), ``2*s*b*h`` with full
-  recomputation (only each layer's input is kept). With 1F1B the first pipeline stage holds ``p``
-  micro-batches of its ``L/p`` layers: ``L`` layers' worth, whatever ``p``.
+  sequences of length ``s`` with hidden size ``h`` and ``a`` heads, counted tensor by tensor as
+  Korthikanti et al. 2022 (arXiv:2205.05198, section 4.1) count them for a GPT block, but for the
+  block the model has (:func:`activation_terms`): for GPT's block (GeLU MLP of inner size 4h,
+  dropout) the count is their eq. 2 and 3, ``s*b*h*(34 + 5*a*s/h)`` bytes without tensor
+  parallelism, ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with it (no sequence parallelism); a Llama
+  block (SwiGLU MLP, no dropout, grouped-query attention) keeps about half as much. With full
+  recomputation only each layer's input is kept: ``2*s*b*h``. With 1F1B the first pipeline stage
+  holds ``p`` micro-batches of its ``L/p`` layers: ``L`` layers' worth, whatever ``p``.
 
 Temporary buffers, the framework's own memory and fragmentation are not counted: a plan that fits
 with little to spare may still not run. The models and devices are those of
@@ -33,8 +36,10 @@ PRECISIONS = {"mixed": (2, 2, 12), "fp32": (4, 4, 8)}
 TOOLS = {
     "data": "Horovod, PyTorch DDP, tf.distribute",
     "zero1": "DeepSpeed ZeRO stage 1, PyTorch's ZeroRedundancyOptimizer",
-    "zero2": "DeepSpeed ZeRO stage 2, PyTorch FSDP (SHARD_GRAD_OP)",
-    "zero3": "DeepSpeed ZeRO stage 3, PyTorch FSDP (FULL_SHARD)",
+    "zero2": "DeepSpeed ZeRO stage 2, PyTorch FSDP (SHARD_GRAD_OP; FSDP2: "
+    "fully_shard(reshard_after_forward=False))",
+    "zero3": "DeepSpeed ZeRO stage 3, PyTorch FSDP (FULL_SHARD; FSDP2: "
+    "fully_shard(reshard_after_forward=True))",
     "tensor": "Megatron-LM (Megatron Core), PyTorch's torch.distributed.tensor.parallel",
     "tensor+pipeline": "Megatron-LM, DeepSpeed's pipeline engine, PyTorch's torch.distributed.pipelining (with tensor parallelism)",
 }
@@ -73,16 +78,47 @@ def node_named(name: str) -> hardware.Node:
     return hardware.NODES[name]
 
 
+def activation_terms(model: hardware.Transformer) -> dict:
+    """What one layer keeps for the backward pass, in units of ``s*b*h`` bytes (16-bit values,
+    1-byte dropout masks), counted the way Korthikanti et al. (section 4.1) count a GPT block:
+
+    * ``replicated``: kept whole on every tensor-parallel rank: the two norms' inputs (2 + 2), the
+      inputs of the QKV and of the first MLP matrices (2 + 2), and with dropout the two masks after
+      the attention and the MLP blocks (1 + 1);
+    * ``split``: divided by the tensor-parallel size: Q (2), K and V (2 each, times
+      ``kv_heads / heads``), the output projection's input (2), and the MLP: GeLU's input and output
+      (2 + 2 per inner size ``f``, in units of ``h``), or SwiGLU's two inputs and its output (2 + 2 + 2,
+      as Megatron's fused SwiGLU keeps them);
+    * ``scores``: the coefficient of ``a*s/h`` (also split): the softmax output (2), and with
+      dropout its mask (1) and output (2): 5 for GPT, 2 without dropout.
+
+    GPT's block gives 10, 24 and 5: eq. 2 of the paper, ``34 + 5*a*s/h``.
+    """
+    h = model.hidden
+    f = (model.ffn or 4 * h) / h
+    kv = (model.kv_heads or model.heads) / model.heads
+    drop = 1 if model.dropout else 0
+    if model.mlp == "gelu":
+        mlp = 4 * f
+    elif model.mlp == "swiglu":
+        mlp = 6 * f
+    else:
+        raise UsageError(f"unknown MLP kind {model.mlp!r}; choose 'gelu' or 'swiglu'")
+    return {"replicated": 8 + 2 * drop, "split": 2 + 4 * kv + 2 + mlp, "scores": 2 + 3 * drop}
+
+
 def activation_bytes_per_layer(
     model: hardware.Transformer, micro_batch: int = 1, tensor: int = 1, recompute: bool = False
 ) -> float:
-    """Bytes of activations one transformer layer keeps for one micro-batch (Korthikanti et al.)."""
+    """Bytes of activations one transformer layer keeps for one micro-batch
+    (:func:`activation_terms`; Korthikanti et al. for a GPT block)."""
     s, h, a, b = model.seq_len, model.hidden, model.heads, micro_batch
     if recompute:
         return 2 * s * b * h
-    if tensor == 1:
-        return s * b * h * (34 + 5 * a * s / h)
-    return s * b * h * (10 + 24 / tensor + 5 * a * s / (h * tensor))
+    terms = activation_terms(model)
+    return (
+        s * b * h * (terms["replicated"] + (terms["split"] + terms["scores"] * a * s / h) / tensor)
+    )
 
 
 def per_device_gb(
