@@ -108,3 +108,38 @@ def test_a_ray_train_driver_is_one_process_told_how_many_workers_to_start():
     assert mwms[mwms.index("--trainer") + 1] == "train_mwms" and "--cluster" in mwms
     with pytest.raises(UsageError, match="unknown framework"):
         fc.lookup("jax")
+
+
+@pytest.mark.parametrize(
+    "cmdline, kind",
+    [
+        ("ray::RayTrainWorker.run_train_fn", "workers"),
+        ("ray::TrainController", "Ray Train controller"),
+        (
+            "/venv/bin/python /venv/lib/ray/_private/workers/default_worker.py --raylet-name=x",
+            "Ray idle workers",
+        ),
+        ("/venv/lib/ray/core/src/ray/raylet/raylet --node-ip-address=127.0.0.1", "Ray daemons"),
+        ("/venv/lib/ray/core/src/ray/gcs/gcs_server --gcs_server_port=1", "Ray daemons"),
+        ("python -m hvdcourse.examples.train_ray_tf --workers 2", "Ray driver (the script)"),
+        ("/venv/bin/python /venv/bin/horovodrun --gloo -np 2 python -m x", "launcher"),
+        ("python -m hvdcourse.course.framework_compare --keras-rank train_hvd", "workers"),
+        ("ray::DatasetManager", "other Ray actors and helpers"),
+        ("bash", "other"),
+    ],
+)
+def test_each_process_of_a_run_is_put_in_its_group(cmdline, kind):
+    assert fc.process_kind(cmdline) == kind
+
+
+def test_the_cpu_sampler_counts_a_busy_child_process_as_what_it_is():
+    import subprocess
+    import sys
+
+    busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+    with fc.CPUSampler(interval=0.05) as cpu:
+        subprocess.run([sys.executable, "-c", busy, "hvdcourse.examples.train_x"], check=True)
+    totals = cpu.totals()
+    assert totals["workers"]["processes"] == 1
+    assert 0.4 < totals["workers"]["cpu s"] < 1.5, totals
+    assert cpu.cores_while_busy(at_least=0.3)["workers"] > 0.3

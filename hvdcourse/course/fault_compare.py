@@ -1,8 +1,11 @@
 """One worker killed, three ways: plain Horovod, Horovod Elastic and Ray Train side by side (lesson:
 Horovod and Ray Train, side by side).
 
-The same training (the course's CNN on MNIST, 2 workers, batch 32 per worker, ``--max-steps``
-steps per epoch) loses worker 1 to ``SIGKILL`` in the middle of an epoch, under:
+The same model and data (the course's CNN on MNIST, 2 workers, batch 32 per worker) lose worker 1
+to ``SIGKILL`` in the middle of an epoch. The plain Horovod and Ray Train runs are the same training
+(``--max-steps`` steps per epoch, killed after ``KILL_STEP`` steps); the Elastic run is longer (full
+epochs, killed later: see :func:`horovod_elastic`), so that a new worker has time to join before the end.
+Under:
 
 * **plain Horovod** (``mpirun``, ``train_hvd``, rank 0 checkpoints each epoch): ``mpirun`` ends the
   job and names the rank; the same command started again resumes from the last checkpoint

@@ -126,6 +126,112 @@ def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None
     )
 
 
+# what a process below this one is, from its command line; Ray sets its actors' titles ("ray::..."),
+# and a Ray worker process not (yet) an actor runs default_worker.py
+_KINDS = (
+    ("Ray Train controller", ("ray::TrainController", "ray::_TrainController")),
+    ("workers", ("ray::RayTrainWorker", "ray::_RayTrainWorker", "ray::TrainWorker")),
+    ("Ray idle workers", ("ray::IDLE", "default_worker.py")),
+    (
+        "Ray daemons",
+        ("raylet", "gcs_server", "log_monitor", "dashboard", "runtime_env", "monitor.py"),
+    ),
+    ("Ray driver (the script)", ("train_ray_",)),
+    ("launcher", ("horovodrun", "mpirun", "orted", "prterun", "torchrun")),
+    ("workers", ("hvdcourse.examples.train_", "hvdcourse.course.framework_compare")),
+    ("other Ray actors and helpers", ("ray::", "setup_worker.py", "/ray/")),
+)
+
+
+def process_kind(cmdline: str) -> str:
+    """The group of :data:`_KINDS` a command line belongs to (``other`` if none)."""
+    for kind, marks in _KINDS:
+        if any(mark in cmdline for mark in marks):
+            return kind
+    return "other"
+
+
+class CPUSampler:
+    """CPU seconds (user + system) used by every process below this one while the ``with`` block
+    runs, summed by :func:`process_kind` (lesson: Horovod and Ray Train, side by side).
+
+    A thread reads the processes' CPU times every ``interval`` seconds and keeps each process' last
+    reading, so a process that ends between two readings loses at most one interval.
+    """
+
+    def __init__(self, interval: float = 0.25):
+        self.interval = interval
+        self.last: dict = {}  # pid -> (kind, cpu seconds)
+        self.series: list = []  # (time, a copy of ``last``)
+
+    def _sample(self):
+        import time
+
+        import psutil
+
+        self._read(psutil)
+        self.series.append((time.monotonic(), dict(self.last)))
+
+    def _read(self, psutil):
+        for proc in psutil.Process().children(recursive=True):
+            try:
+                with proc.oneshot():  # the kind again each time: a Ray actor sets its title late
+                    times = proc.cpu_times()
+                    kind = process_kind(" ".join(proc.cmdline()) or proc.name())
+                self.last[proc.pid] = (kind, times.user + times.system)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self):
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def cores_while_busy(self, busy: str = "workers", at_least: float = 1.0) -> dict:
+        """Cores each kind used on average over the intervals in which the ``busy`` kind used at
+        least ``at_least`` cores (the training's steps, not its start-up), and those intervals' total
+        ``seconds``."""
+        used: dict = {}
+        seconds = 0.0
+        for (t0, before), (t1, after) in zip(self.series, self.series[1:]):
+            dt = t1 - t0
+            if dt <= 0:
+                continue
+            rates: dict = {}  # each process' CPU in the interval, under its kind at its end
+            for pid, (kind, cpu) in after.items():
+                rates[kind] = rates.get(kind, 0.0) + (cpu - before.get(pid, (kind, 0.0))[1]) / dt
+            if rates.get(busy, 0.0) < at_least:
+                continue
+            seconds += dt
+            for kind, rate in rates.items():
+                used[kind] = used.get(kind, 0.0) + max(rate, 0.0) * dt
+        if not seconds:
+            return {"seconds": 0.0}
+        return {"seconds": round(seconds, 1), **{k: round(v / seconds, 3) for k, v in used.items()}}
+
+    def totals(self) -> dict:
+        """CPU seconds per kind of process, and the number of processes of each kind."""
+        out: dict = {}
+        for kind, seconds in self.last.values():
+            cpu, count = out.get(kind, (0.0, 0))
+            out[kind] = (cpu + seconds, count + 1)
+        return {
+            kind: {"cpu s": round(c, 1), "processes": n} for kind, (c, n) in sorted(out.items())
+        }
+
+
 def row(framework, np: int, run) -> dict:
     """One line of the table from a finished run: what its ranks reported at the end.
 

@@ -37,10 +37,8 @@ ELKH_CLOUD = {
 }
 
 # The Horovod-and-Ray benchmark's tables, exactly as printed. Keys: (framework, workload, node) -> (1 GPU, 2 GPUs).
-HOROVOD_RAY_NODES = {
-    "Node 5": "2x Titan RTX (PCIe), 2x AMD EPYC",
-    "Node 9": "4x V100, Intel Xeon, Optane",
-}
+# as the slides describe them: neither node's GPU link (PCIe or NVLink) is stated
+HOROVOD_RAY_NODES = {"Node 5": "2x Titan RTX, 2x AMD EPYC", "Node 9": "4x V100, Intel Xeon, Optane"}
 HOROVOD_RAY_WORKLOADS = {
     "RN50+MNIST": "ResNet-50 on MNIST",
     "MN+F-MNIST": "MobileNetV2 on Fashion-MNIST",
@@ -116,3 +114,44 @@ def horovod_ray_table():
             }
         )
     return pd.DataFrame(rows)
+
+
+def count_source_models() -> list:
+    """Parameters and layers of the Horovod-and-Ray benchmark's models (and the VGG16 it could not
+    fit), counted on Keras' own definitions built with ``weights=None`` (nothing is downloaded)
+    (lesson: Horovod and Ray Train, side by side).
+
+    One row per model: ``params``; ``conv`` (convolutions, depthwise ones included),
+    ``shortcut_conv`` (of them, ResNet's 1x1 projections on the shortcut paths), ``dense``,
+    ``pooling`` layers; ``depth``: the layers with weights on the longest path (conv - shortcut_conv
+    + dense), the number in a model's name.
+    """
+    import tensorflow as tf
+
+    apps, layers = tf.keras.applications, tf.keras.layers
+    builders = {
+        "ResNet-50, 10 classes": lambda: apps.ResNet50(weights=None, classes=10),
+        "MobileNetV2, 10 classes": lambda: apps.MobileNetV2(weights=None, classes=10),
+        "VGG16, 1000 classes": lambda: apps.VGG16(weights=None),
+    }
+    pools = (layers.MaxPooling2D, layers.AveragePooling2D, layers.GlobalAveragePooling2D)
+    rows = []
+    for name, build in builders.items():
+        model = build()
+        convs = [x for x in model.layers if isinstance(x, (layers.Conv2D, layers.DepthwiseConv2D))]
+        shortcut = sum(1 for x in convs if x.name.endswith("_0_conv"))
+        dense = sum(1 for x in model.layers if isinstance(x, layers.Dense))
+        rows.append(
+            {
+                "model": name,
+                "params": model.count_params(),
+                "conv": len(convs),
+                "shortcut_conv": shortcut,
+                "dense": dense,
+                "pooling": sum(1 for x in model.layers if isinstance(x, pools)),
+                "depth": len(convs) - shortcut + dense,
+            }
+        )
+        del model
+        tf.keras.backend.clear_session()
+    return rows
