@@ -141,3 +141,42 @@ def test_a_data_file_that_appears_changes_the_digest(tmp_path):
     data.parent.mkdir()
     data.write_bytes(b"full MNIST")
     assert book_build.inputs_digest(str(tmp_path), inputs=(str(data),)) != before
+
+
+def make_book_of_lessons(root, names):
+    """A mini book whose chapters are lessons in notebooks/ (the pages the build executes at once)."""
+    make_book(root)
+    (root / "notebooks").mkdir()
+    for name in names:
+        page = PAGE.replace("# A small page", f"# {name}")
+        # code of its own: jupyter-cache keys a page by its code (the same code shares one entry)
+        page = page.replace("print(minipkg.run())", f"print(minipkg.run(), {name!r})")
+        (root / "notebooks" / f"{name}.md").write_text(page)
+    chapters = "".join(f"      - file: notebooks/{name}\n" for name in names)
+    (root / "_toc.yml").write_text(
+        f"format: jb-book\nroot: page\nparts:\n  - caption: Lessons\n    chapters:\n{chapters}"
+    )
+
+
+def test_lessons_executed_at_once_are_taken_from_the_cache_by_the_build(tmp_path, capsys):
+    make_book_of_lessons(tmp_path, ["one", "two"])
+    code = book_build.build_book(timeout=300, root=str(tmp_path), inputs=("minipkg",), jobs=2)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "executing 2 lessons, 2 at a time" in out
+    # each lesson ran once (before the build), the root page once (by the build itself)
+    assert (tmp_path / "runs.log").read_text().count("run") == 3
+    times = book_build.execution_times(str(tmp_path))
+    for name in ("one", "two"):
+        html = (tmp_path / "_build" / "html" / "notebooks" / f"{name}.html").read_text()
+        assert "answer 41" in html
+        assert times[name]["succeeded"] is True and times[name]["runtime"] > 0
+
+
+def test_a_lesson_failing_when_executed_at_once_fails_the_build(tmp_path, capsys):
+    make_book_of_lessons(tmp_path, ["one", "two"])
+    broken = tmp_path / "notebooks" / "two.md"
+    broken.write_text(broken.read_text().replace("print(minipkg.run(), 'two')", "raise ValueError"))
+    with pytest.raises(RunFailed, match="jupyter-book failed"):
+        book_build.build_book(timeout=300, root=str(tmp_path), inputs=("minipkg",), jobs=2)
+    assert "a cell failed; the build runs it again to show it" in capsys.readouterr().out
