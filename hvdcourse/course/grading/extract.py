@@ -22,6 +22,7 @@ that ran the learner's code.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 from hvdcourse.course.exercises.common import PLACEHOLDER
@@ -163,11 +164,42 @@ def _describe(stmt) -> str:
     return f"a top-level {type(stmt).__name__.lower()} statement"
 
 
+@functools.cache
+def _transformer_manager():
+    """IPython's ``TransformerManager`` class, without importing the ``IPython`` package.
+
+    Its two modules (``IPython.core.inputtransformer2`` and ``IPython.utils.tokenutil``) need only
+    the standard library, but importing them through ``IPython/__init__.py`` loads the terminal
+    shell and prompt_toolkit (1.5 s of CPU for every notebook graded). They are loaded here under
+    empty stand-ins of their packages, which are taken away again afterwards."""
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if "IPython" in sys.modules:  # already paid for
+        return importlib.import_module("IPython.core.inputtransformer2").TransformerManager
+    spec = importlib.util.find_spec("IPython")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("IPython is not installed")
+    stand_ins = {}
+    for name in ("IPython", "IPython.core", "IPython.utils"):
+        package = types.ModuleType(name)
+        folder = list(spec.submodule_search_locations)[0]
+        package.__path__ = [folder if name == "IPython" else f"{folder}/{name.split('.')[1]}"]
+        stand_ins[name] = package
+    loaded = ("IPython.core.inputtransformer2", "IPython.utils.tokenutil")
+    sys.modules.update(stand_ins)
+    try:
+        return importlib.import_module(loaded[0]).TransformerManager
+    finally:
+        for name in (*stand_ins, *loaded):
+            sys.modules.pop(name, None)
+
+
 def python_source(cell_source: str) -> str:
     """A cell's source with IPython syntax (magics, ``!cmd``) turned into Python."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    return TransformerManager().transform_cell(cell_source)
+    return _transformer_manager()().transform_cell(cell_source)
 
 
 def extract(nb) -> Extracted:
