@@ -1,12 +1,9 @@
 """Hostile submissions (tests/grading/hostile_samples.py): every attack on the grader scores 0 with
 untouched answers, cannot make a wrong answer look right, and gets a row saying what happened."""
 
-import csv
 import glob
 import hashlib
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -16,6 +13,7 @@ from conftest import ROOT
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grading_samples  # noqa: E402
 import hostile_samples as hostile  # noqa: E402
+from grading_run import grade  # noqa: E402  (the tests' one way to start the grader)
 
 
 def _course_digest():
@@ -30,43 +28,14 @@ def graded(tmp_path_factory):
     before = _course_digest()
     folder = str(tmp_path_factory.mktemp("hostile"))
     students = hostile.build(os.path.join(folder, "class"), grading_samples.BOB_EX01)
-    out = os.path.join(folder, "out")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hvdcourse.course.grading.grader",
-            os.path.join(folder, "class"),
-            "--out",
-            out,
-            "--jobs",
-            "2",
-            "--timeout",
-            "120",
-            "--cell-timeout",
-            "30",
-            "--mem-mb",
-            "4096",
-            "--nproc",
-            "256",
-        ],
-        capture_output=True,
-        text=True,
+    graded = grade(
+        os.path.join(folder, "class"),
+        os.path.join(folder, "out"),
+        *("--jobs", "2", "--timeout", "120", "--cell-timeout", "30"),
+        *("--mem-mb", "4096", "--nproc", "256"),
         timeout=1800,
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(os.path.join(out, "scores.csv")) as fh:
-        rows = {row["student"]: row for row in csv.DictReader(fh)}
-    return {
-        "students": students,
-        "rows": rows,
-        "out": out,
-        "changed": _course_digest() != before,
-        "reports": {
-            s["student"]: s["notebooks"][0]
-            for s in json.load(open(os.path.join(out, "results.json")))
-        },
-    }
+    return {**graded, "students": students, "changed": _course_digest() != before}
 
 
 def test_the_suite_has_at_least_ten_kinds_of_attack():
@@ -75,7 +44,7 @@ def test_the_suite_has_at_least_ten_kinds_of_attack():
 
 @pytest.mark.parametrize("attack", sorted(hostile.ATTACKS))
 def test_an_attack_with_untouched_answers_scores_zero(graded, attack):
-    assert float(graded["rows"][attack]["ex01"]) == 0, graded["reports"][attack]
+    assert float(graded["rows"][attack]["ex01"]) == 0, graded["first"][attack]
     feedback = open(os.path.join(graded["out"], "feedback", f"{attack}.md")).read()
     assert "still raises NotImplementedError" in feedback
     assert "## What happened while running your notebooks" in feedback
@@ -100,5 +69,5 @@ def test_the_attack_cells_are_named_in_the_feedback(graded):
 
 
 def test_limits_give_their_own_row(graded):
-    report = graded["reports"]["fork_bomb_and_memory"]
+    report = graded["first"]["fork_bomb_and_memory"]
     assert report["status"] in ("memory-limit", "process-limit"), report

@@ -2,10 +2,8 @@
 notebook that hits each resource limit (memory, processes, CPU time); and how --jobs auto and the
 progress line are made."""
 
-import csv
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -17,35 +15,10 @@ from conftest import ROOT
 from hvdcourse.course.grading import grader
 from hvdcourse.course.grading.runner import take_rank_slot
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grading_run import feedback, grade  # noqa: E402  (the tests' one way to start the grader)
+
 SOLUTION = os.path.join(ROOT, "solutions", "ex01_collectives.ipynb")
-
-
-def run_grader(folder, out, options, timeout=1500):
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hvdcourse.course.grading.grader",
-            str(folder),
-            "--out",
-            str(out),
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(os.path.join(out, "scores.csv")) as fh:
-        rows = {row["student"]: row for row in csv.DictReader(fh)}
-    reports = {
-        s["student"]: s["notebooks"][0] for s in json.load(open(os.path.join(out, "results.json")))
-    }
-    return {"rows": rows, "reports": reports, "out": str(out), "stdout": run.stdout}
-
-
-def feedback(graded, student):
-    return open(os.path.join(graded["out"], "feedback", f"{student}.md")).read()
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +33,7 @@ def unusual(tmp_path_factory):
     foreign.metadata["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
     os.makedirs(folder / "class" / "foreign")
     nbformat.write(foreign, str(folder / "class" / "foreign" / "ex01_collectives.ipynb"))
-    return run_grader(folder / "class", folder / "out", ["--jobs", "2", "--timeout", "300"])
+    return grade(folder / "class", folder / "out", "--jobs", "2", "--timeout", "300")
 
 
 def test_a_format_3_notebook_is_converted_and_graded(unusual):
@@ -102,23 +75,11 @@ def limited(tmp_path_factory):
         }
         os.makedirs(folder / "class" / student)
         nbformat.write(nb, str(folder / "class" / student / "limits.ipynb"))
-    return run_grader(
+    return grade(
         folder / "class",
         folder / "out",
-        [
-            "--jobs",
-            "2",
-            "--timeout",
-            "240",
-            "--cell-timeout",
-            "200",
-            "--mem-mb",
-            "2048",
-            "--nproc",
-            "64",
-            "--cpu",
-            "8",
-        ],
+        *("--jobs", "2", "--timeout", "240", "--cell-timeout", "200"),
+        *("--mem-mb", "2048", "--nproc", "64", "--cpu", "8"),
     )
 
 
@@ -131,13 +92,13 @@ def limited(tmp_path_factory):
     ],
 )
 def test_each_limit_gives_its_own_row(limited, student, status, words):
-    report = limited["reports"][student]
+    report = limited["first"][student]
     assert report["status"] == status and words in report["problem"], report
     assert limited["rows"][student]["problems"] == status
 
 
 def test_the_batch_goes_on_after_the_limits(limited):
-    assert limited["reports"]["honest"]["status"] == "ok" and "[4/4]" in limited["stdout"]
+    assert limited["first"]["honest"]["status"] == "ok" and "[4/4]" in limited["stdout"]
 
 
 @pytest.mark.parametrize("cores, expected", [(1, (1, 1)), (2, (2, 1)), (16, (16, 8))])
