@@ -582,6 +582,10 @@ def record_throughput(args, students: list, outcomes: list, seconds: float) -> N
         "notebook_cpu_seconds": {
             f"{s}/{o['name']}": o["report"].get("cpu", {}) for s, o in outcomes
         },
+        # wall seconds of each notebook's stages, from its start to its report (grade_notebook)
+        "notebook_stage_seconds": {
+            f"{s}/{o['name']}": o["report"].get("timing", {}) for s, o in outcomes
+        },
         "statuses": sorted({o["report"].get("status", "?") for _, o in outcomes}),
         "points": sum(
             r.get("score", 0) for _, o in outcomes for r in o["report"].get("results", [])
