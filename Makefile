@@ -43,7 +43,7 @@ test: export WITH_TEST_PACKAGES = 1
 # that share a module's runs or a service (the local Slurm cluster, Prometheus, Ray)
 TEST_WORKERS ?= 3
 test: env
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests
 
 check: env
 	$(PY) -m hvdcourse.course.envcheck --ranks 2

@@ -213,17 +213,42 @@ XDIST_GROUPS = {
 }
 
 
+# The groups that take longest start first (make test runs --no-loadscope-reorder: the workers take
+# the groups in the collection's order), the book's tests last: they wait for the build.
+STARTS_FIRST = (
+    "tests/test_container.py",
+    "slurm",
+    "tests/grading/test_grader.py",
+    "services",
+    "ray",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(session, config, items):
     if not is_worker(config):
         return
     group_of = {path: name for name, paths in XDIST_GROUPS.items() for path in paths}
+    groups = {}
     for item in items:
-        if item.get_closest_marker("xdist_group"):
+        mark = item.get_closest_marker("xdist_group")
+        if mark:
+            groups[item] = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
             continue
         module = item.nodeid.split("::")[0]
         book = "built_book" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("book" if book else group_of.get(module, module)))
+        groups[item] = "book" if book else group_of.get(module, module)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+
+    def rank(item):
+        group = groups[item]
+        return (
+            STARTS_FIRST.index(group)
+            if group in STARTS_FIRST
+            else len(STARTS_FIRST) + (group == "book")
+        )
+
+    items.sort(key=rank)  # stable: a group's tests keep their order
 
 
 def wait_for_workers_build(timeout: float) -> int:
