@@ -379,7 +379,7 @@ def test_allreduce_bandwidth_check_runs_across_both_nodes(local_cluster, tmp_pat
     for size, micros, algbw, busbw in rows:
         assert float(micros) > 0 and float(algbw) > 0
         assert float(busbw) == pytest.approx(float(algbw), abs=0.002)  # 2(n-1)/n = 1 on 2 ranks
-    assert re.search(r"fitted: alpha = [\d.]+ us, 1/beta = [\d.]+ GB/s", out)
+    assert re.search(r"fitted: alpha = [\d.]+ us, 1/beta = ([\d.]+ GB/s|not resolved)", out), out
 
 
 @pytest.mark.timeout(180)

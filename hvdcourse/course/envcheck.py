@@ -11,6 +11,9 @@ non-zero with a one-line fix when something is missing.
 * ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
 * ``hvdcourse-check --gpu [--record FILE]`` - after ``make gpu``, the GPU route's check
   (:mod:`hvdcourse.course.gpu`): GPUs, driver, CUDA, NCCL, the build, images/s, NCCL's phases
+* ``srun --nodes=N --ntasks-per-node=1 hvdcourse-check --allreduce-bandwidth`` - the interconnect:
+  allreduce time, algorithm and bus bandwidth per message size, as NCCL's tests report them
+  (:mod:`hvdcourse.course.bandwidth`), on the GPUs with NCCL or on the CPU with MPI/Gloo
 """
 
 from __future__ import annotations
@@ -333,7 +336,38 @@ def check(argv=None) -> int:
     parser.add_argument(
         "--batch-sizes", default=None, help="with --gpu: the two batch sizes (default 128,1024)"
     )
+    parser.add_argument(
+        "--allreduce-bandwidth",
+        action="store_true",
+        help="under a launcher (srun, horovodrun, mpirun): allreduce time and bandwidth per message "
+        "size, rank 0 prints them",
+    )
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="with --allreduce-bandwidth: message sizes, comma-separated (default 4K,16K,...,64M)",
+    )
+    parser.add_argument(
+        "--iters",
+        type=int,
+        default=None,
+        help="with --allreduce-bandwidth: timed allreduces per size (default 20)",
+    )
     args = parser.parse_args(argv)
+    if args.allreduce_bandwidth:
+        from hvdcourse.course import bandwidth
+
+        iters = bandwidth.DEFAULT_ITERS if args.iters is None else args.iters
+        if iters < 1:
+            raise UsageError(f"--iters {iters}: give at least 1")
+        sizes = bandwidth.parse_sizes(args.sizes) if args.sizes else bandwidth.DEFAULT_SIZES
+        if not sizes:
+            raise UsageError("--sizes: give at least one size, e.g. 4K,1M")
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        bandwidth.run(sizes, iters, min(bandwidth.DEFAULT_WARMUP, iters))
+        return 0
+    if args.sizes or args.iters is not None:
+        raise UsageError("--sizes and --iters go with --allreduce-bandwidth")
     if args.gpu:
         from hvdcourse.course import gpu
 
@@ -391,7 +425,8 @@ def check(argv=None) -> int:
 
 def main(argv=None) -> int:
     """The ``hvdcourse-check`` command: :func:`check` with the course's one-line errors and exit codes."""
-    rank = "--rank-line" in (sys.argv[1:] if argv is None else argv)  # a rank of check_ranks
+    args = sys.argv[1:] if argv is None else argv
+    rank = "--rank-line" in args or "--allreduce-bandwidth" in args  # one rank of several
     return run_cli(check, argv, stop_on_sigterm=not rank)
 
 

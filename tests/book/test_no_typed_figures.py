@@ -37,7 +37,9 @@ CONSTANTS = {
         "450 GB/s",
         "40 %",
     },
-    "notebooks/03_allreduce.md": {"25 GB/s"},  # the Slingshot-11 link of the cost model's example
+    # the Slingshot-11 link of the cost model's example; the line rate of InfiniBand HDR and the two
+    # latencies quoted with their sources (WWT's Ethernet kernel-to-kernel, Microsoft's HBv3 RDMA)
+    "notebooks/03_allreduce.md": {"25 GB/s", "200 Gb/s", "50 µs", "1.2 µs"},
     # Horovod's defaults (cycle time) and the course's stall-check settings
     "notebooks/04_horovod_design.md": {"1 ms", "20 s", "60 s"},
     # the cycle-time default, old default and the setting the page runs; "8 ms" is arithmetic (8 x 1 ms)
