@@ -226,7 +226,11 @@ def choose_torch_index(tmp_path, index, gpu=False, **env_vars):
         f'ROOT={ROOT}; source "$ROOT/tools/setup_lib.sh"; PY={sys.executable}; '
         f'choose_torch_index {index}; echo "INDEX=${{TORCH_INDEX_URL:-}}"'
     )
-    env = {"PATH": f"{folder}:/usr/bin:/bin", "NVIDIA_DRIVER_DIR": str(tmp_path / "no-driver"), **env_vars}
+    env = {
+        "PATH": f"{folder}:/usr/bin:/bin",
+        "NVIDIA_DRIVER_DIR": str(tmp_path / "no-driver"),
+        **env_vars,
+    }
     proc = subprocess.run(
         [shutil.which("bash"), "-c", script], capture_output=True, text=True, env=env, timeout=30
     )
@@ -270,7 +274,10 @@ def test_when_the_cpu_index_does_not_answer_the_set_up_goes_on_as_before_and_say
     url = closed_port_url()
     index, said = choose_torch_index(tmp_path, url)
     assert index == ""
-    assert said == f"setup: PyTorch's CPU-only index ({url}) did not answer: torch comes from pip's configured indexes, as before"
+    assert said == (
+        f"setup: PyTorch's CPU-only index ({url}) did not answer: "
+        "torch comes from pip's configured indexes, as before"
+    )
 
 
 def test_with_an_nvidia_gpu_the_cpu_index_is_not_used(tmp_path, answering_index):
