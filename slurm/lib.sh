@@ -70,7 +70,7 @@ step_options() {
   # Slurm 22.05-23.02: srun does not inherit the job's --cpus-per-task (each rank would get one
   # core while the trainer is told SITE_THREADS threads); newer srun do. Pass it on, always.
   [ -z "${SLURM_CPUS_PER_TASK:-}" ] || SRUN_OPTS+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")
-  # one GPU per task, the one nearest its cores (NVIDIA sites: SITE_GPU_BIND=closest)
+  # one GPU per task, the one nearest its cores (NVIDIA sites: SITE_GPU_BIND=single:1)
   [ -z "${SLURM_GPUS_PER_TASK:-}" ] || SRUN_OPTS+=(--gpus-per-task="$SLURM_GPUS_PER_TASK")
   [ -z "${SITE_GPU_BIND:-}" ] || SRUN_OPTS+=(--gpu-bind="$SITE_GPU_BIND")
   if [ -n "${SITE_GPU_NUMA:-}" ]; then

@@ -201,7 +201,7 @@ def test_every_local_rank_of_a_gpu_site_gets_its_own_gpu(monkeypatch, name, trai
     var, gpus, bound = site(name)
     picked = {}
     for local_rank in range(gpus):  # LUMI-G: 8 GCDs; the NVIDIA sites: 4 GPUs per node
-        # --gpus-per-task=1 --gpu-bind=closest: Slurm gives each task one GPU, whichever is closest
+        # --gpus-per-task=1 --gpu-bind=single:1: Slurm gives each task one GPU, whichever is closest
         # (a rotation here); --gpus-per-node: every task sees the node's GPUs
         slurm_value = str((local_rank + 1) % gpus) if bound else ",".join(map(str, range(gpus)))
         visible = slurm_and_select_gpu(var, local_rank, slurm_value)

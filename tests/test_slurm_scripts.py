@@ -102,7 +102,7 @@ def test_gpu_dry_run_prints_the_srun_line_of_the_course_trainer(site):
     assert "/slurm/select-gpu python" in srun[0]
     if site != "lumi-g":  # NVIDIA: one GPU per task, the one nearest its cores; the job's cores
         cpus = {"gh200": "72", "nvidia-generic": "8"}[site]
-        assert f" --cpus-per-task={cpus} --gpus-per-task=1 --gpu-bind=closest " in srun[0]
+        assert f" --cpus-per-task={cpus} --gpus-per-task=1 --gpu-bind=single:1 " in srun[0]
 
 
 @pytest.mark.timeout(60)
@@ -194,7 +194,7 @@ def test_gpu_dry_run_prints_one_gpu_per_local_rank(site):
     assert len(lines) == ranks, out
     if site == "nvidia-generic":  # no NUMA map: Slurm picks each task's GPU, next to its cores
         assert all(
-            "one GPU, the closest to its cores (srun --gpu-bind=closest)" in x for x in lines
+            "one GPU, the closest to its cores (srun --gpu-bind=single:1)" in x for x in lines
         )
         return
     assert [re.search(rf"{var}=(\d)", line).group(1) for line in lines] == [
@@ -301,7 +301,7 @@ def select_gpu(**env):
 
 @pytest.mark.timeout(30)
 def test_select_gpu_keeps_the_one_gpu_slurm_bound_the_task_to():
-    # srun --gpus-per-task=1 --gpu-bind=closest gave local rank 0 the GPU next to its cores, GPU 2
+    # srun --gpus-per-task=1 --gpu-bind=single:1 gave local rank 0 the GPU next to its cores, GPU 2
     assert select_gpu(SLURM_LOCALID="0", CUDA_VISIBLE_DEVICES="2") == (0, "2", "")
 
 
