@@ -271,6 +271,19 @@ CLASS = {
     },
 }
 MALFORMED = {"dave": "ex01_collectives"}  # a notebook cut in the middle of its JSON
+# alice's solutions whose checks start 2 ranks: her notebooks hold their code cells unchanged, so the
+# grader's run of them is the suite's one run of these solutions and their checks (test_grader.py
+# asserts no cell error and full marks); tests/exercises/test_exercise_notebooks.py skips them
+RANK_CHECKED_SOLUTIONS = (
+    "ex03_sharding",
+    "ex04_ring_allreduce",
+    "ex12_column_parallel",
+    "ex13_pipeline_bubble",
+    "ex14_accumulation",
+)
+# every solution notebook that the grader's tests run and check in full: alice's above, and exercise
+# 5's, graded as it is by test_grader.py's MNIST test (a 2-rank training)
+GRADED_SOLUTIONS = (*RANK_CHECKED_SOLUTIONS, "ex05_conversion")
 
 
 def answer_cell(nb) -> int:

@@ -1,13 +1,13 @@
 """hvdcourse-grade on the sample class (tests/grading/submissions): scores, feedback, summary, and one
 clear result for every broken notebook without stopping the batch."""
 
-import csv
 import json
 import os
 import shutil
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from conftest import ROOT
@@ -16,6 +16,7 @@ from hvdcourse.course.grading import grader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grading_samples as samples  # noqa: E402  (the builder of the sample class, next to this file)
+from grading_run import feedback, grade  # noqa: E402  (the tests' one way to start the grader)
 
 SUBMISSIONS = os.path.join(ROOT, "tests", "grading", "submissions")
 OUTSIDE_FILE = "/tmp/hvdcourse-sample-eve-was-here.txt"
@@ -23,43 +24,13 @@ OUTSIDE_FILE = "/tmp/hvdcourse-sample-eve-was-here.txt"
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("results"))
     if os.path.exists(OUTSIDE_FILE):
         os.remove(OUTSIDE_FILE)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hvdcourse.course.grading.grader",
-            SUBMISSIONS,
-            "--out",
-            out,
-            "--jobs",
-            "2",
-            "--timeout",
-            "300",
-            "--cell-timeout",
-            "20",
-            "--output-cap",
-            "500",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1500,
+    return grade(
+        SUBMISSIONS,
+        tmp_path_factory.mktemp("results"),
+        *("--jobs", "2", "--timeout", "300", "--cell-timeout", "20", "--output-cap", "500"),
     )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(os.path.join(out, "scores.csv")) as fh:
-        rows = {row["student"]: row for row in csv.DictReader(fh)}
-    with open(os.path.join(out, "results.json")) as fh:
-        reports = {
-            (s["student"], nb["name"][:-6]): nb for s in json.load(fh) for nb in s["notebooks"]
-        }
-    return {"out": out, "stdout": run.stdout, "rows": rows, "reports": reports}
-
-
-def feedback(graded, student):
-    with open(os.path.join(graded["out"], "feedback", f"{student}.md")) as fh:
-        return fh.read()
 
 
 def test_committed_samples_are_what_the_builder_makes(tmp_path):
@@ -97,6 +68,26 @@ def test_correct_answers_get_full_marks(graded):
     }
     assert {k: float(row[k]) for k in expected} == expected
     assert float(row["total"]) == sum(expected.values()) and row["problems"] == ""
+
+
+@pytest.mark.parametrize("name", samples.RANK_CHECKED_SOLUTIONS)
+def test_the_solutions_submitted_by_alice_run_without_a_cell_error_and_pass_their_checks(
+    graded, name
+):
+    """The suite's one run of these solutions and their 2-rank checks (tests/exercises leaves them
+    to this run): alice's code cells are the solution's, none fails in the grader's kernel, and every
+    check passes."""
+
+    def code(path):
+        nb = nbformat.read(path, as_version=4)
+        return [c.source for c in nb.cells if c.cell_type == "code"]
+
+    alice = os.path.join(SUBMISSIONS, "alice", f"{name}.ipynb")
+    assert code(alice) == code(os.path.join(ROOT, "solutions", f"{name}.ipynb"))
+    report = graded["reports"][("alice", name)]
+    assert report["status"] == "ok" and report["errors"] == [], report
+    # passed: what the learner's check prints as "all N checks passed"
+    assert report["results"] and all(r["passed"] for r in report["results"]), report["results"]
 
 
 def test_classic_mistakes_get_the_intended_deductions(graded):
@@ -271,32 +262,17 @@ def test_a_missing_submissions_folder_is_a_usage_error(tmp_path, capsys):
 
 def test_a_training_answer_reads_the_courses_mnist_inside_the_sandbox(tmp_path):
     """The sandbox user has its own HOME and may not enter the grader's cache: the grader hands it the
-    course's MNIST, so the honest answer of the conversion exercise gets full marks."""
+    course's MNIST, so the honest answer of the conversion exercise gets full marks. (The suite's one
+    run of this solution: tests/exercises leaves it to this test.)"""
     student = tmp_path / "class" / "frank"
     student.mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "solutions", "ex05_conversion.ipynb"), student)
-    out = tmp_path / "out"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hvdcourse.course.grading.grader",
-            str(tmp_path / "class"),
-            "--out",
-            str(out),
-            "--jobs",
-            "1",
-            "--timeout",
-            "300",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    with open(out / "results.json") as fh:
-        report = json.load(fh)[0]["notebooks"][0]
+    report = grade(
+        tmp_path / "class", tmp_path / "out", "--jobs", "1", "--timeout", "300", timeout=600
+    )["first"]["frank"]
     assert (
-        report["errors"] == []
+        report["status"] == "ok"
+        and report["errors"] == []
         and report["results"][0]["score"] == report["results"][0]["max_score"] == 6
+        and report["results"][0]["passed"]
     ), json.dumps(report)[:3000]
