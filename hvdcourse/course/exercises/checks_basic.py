@@ -120,7 +120,7 @@ def ex01_collectives(c, after_collectives):
         "exact": ("the value is the mean of all values of all ranks", 2),
     },
 )
-def ex02_global_mean(c, global_mean, timeout: float = 120):
+def ex02_global_mean(c, global_mean, timeout: float = 180):
     """Exercise 2: ``global_mean(hvd, local_values)`` on 2 ranks holding 3 and 7 values."""
     require_function(c, global_mean, "global_mean")
     outcome = run_on_ranks("global_mean", global_mean, np=2, timeout=timeout)
@@ -199,7 +199,7 @@ SHARD_HINTS = {
         "ranks": ("on 2 real ranks (2 processes) the shards are disjoint and complete", 1),
     },
 )
-def ex03_sharding(c, shard_indices, timeout: float = 60):
+def ex03_sharding(c, shard_indices, timeout: float = 180):
     """Exercise 3: ``shard_indices(num_examples, rank, size)`` gives disjoint, complete, balanced shards."""
     require_function(c, shard_indices, "shard_indices")
     found = {}
@@ -264,7 +264,7 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
         "traffic": ("each rank sends 2(N-1)/N of the vector, as a ring should", 1),
     },
 )
-def ex04_ring(c, ring_allreduce, timeout: float = 60):
+def ex04_ring(c, ring_allreduce, timeout: float = 180):
     """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks."""
     from hvdcourse.course.ring import ring_bytes_sent
 

@@ -37,7 +37,7 @@ def _columns(d_out: int, rank: int, size: int) -> slice:
         "output4": ("on 4 ranks too", 1),
     },
 )
-def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: float = 60):
+def ex12_column_parallel(c, shard_columns, column_parallel_linear, timeout: float = 180):
     """Exercise 12: ``shard_columns(weight, bias, rank, size)`` and
     ``column_parallel_linear(comm, x, weight_shard, bias_shard)`` on 2 then 4 ranks."""
     require_function(c, shard_columns, "shard_columns")
@@ -151,7 +151,7 @@ def idle_share(ops, step_time: float) -> float:
         "ranks": ("on 2 real ranks each stage measures its own idle share", 2),
     },
 )
-def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: float = 60):
+def ex13_pipeline_bubble(c, predicted_bubble, measured_idle_share, timeout: float = 180):
     """Exercise 13: ``predicted_bubble(stages, micro_batches)`` and
     ``measured_idle_share(ops, step_time)`` on simulated and on measured 2-rank pipelines."""
     from hvdcourse.course.model_parallel import pipeline
@@ -289,7 +289,7 @@ def accumulation_steps(size: int, k: int, micro_batch: int, lr: float) -> dict:
         ),
     },
 )
-def ex14_accumulation(c, accumulating_optimizer, timeout: float = 120):
+def ex14_accumulation(c, accumulating_optimizer, timeout: float = 300):
     """Exercise 14: ``accumulating_optimizer(hvd, lr, k)`` trained on 2 ranks, k = 4 batches of 4."""
     k, micro_batch, lr = 4, 4, 0.05
     require_function(c, accumulating_optimizer, "accumulating_optimizer")

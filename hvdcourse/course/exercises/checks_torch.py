@@ -64,7 +64,7 @@ WRAP_FIRST_HINT = (
         "files": ("only rank 0 wrote checkpoint files", 1),
     },
 )
-def ex15_torch_conversion(c, train_hvd, timeout: float = 180):
+def ex15_torch_conversion(c, train_hvd, timeout: float = 300):
     """Exercise 15: ``train_hvd(epochs, batch_size, lr, max_steps, checkpoint_dir, resume_from)
     -> (model, loader, metrics)``."""
     require_function(c, train_hvd, "train_hvd")
