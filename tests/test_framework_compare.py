@@ -124,7 +124,12 @@ def test_a_ray_train_driver_is_one_process_told_how_many_workers_to_start():
         ("python -m hvdcourse.examples.train_ray_tf --workers 2", "Ray driver (the script)"),
         ("/venv/bin/python /venv/bin/horovodrun --gloo -np 2 python -m x", "launcher"),
         ("python -m hvdcourse.course.framework_compare --keras-rank train_hvd", "workers"),
-        ("ray::DatasetManager", "other Ray actors and helpers"),
+        ("ray::DatasetManager", "Ray Train's other actors"),
+        ("ray::DashboardAgent", "Ray daemons"),
+        (
+            "/venv/lib/ray/core/src/ray/raylet/raylet --python_worker_command=x default_worker.py",
+            "Ray daemons",
+        ),
         ("bash", "other"),
     ],
 )

@@ -131,20 +131,23 @@ def run(framework, np: int, train_args=(), timeout: float = 300, cwd: str | None
 _KINDS = (
     ("Ray Train controller", ("ray::TrainController", "ray::_TrainController")),
     ("workers", ("ray::RayTrainWorker", "ray::_RayTrainWorker", "ray::TrainWorker")),
+    ("Ray daemons", ("ray::DashboardAgent", "ray::RuntimeEnvAgent")),
     ("Ray idle workers", ("ray::IDLE", "default_worker.py")),
-    (
-        "Ray daemons",
-        ("raylet", "gcs_server", "log_monitor", "dashboard", "runtime_env", "monitor.py"),
-    ),
+    ("Ray Train's other actors", ("ray::",)),
+    ("Ray daemons", ("log_monitor", "dashboard", "runtime_env", "monitor.py", "setup_worker.py")),
     ("Ray driver (the script)", ("train_ray_",)),
     ("launcher", ("horovodrun", "mpirun", "orted", "prterun", "torchrun")),
     ("workers", ("hvdcourse.examples.train_", "hvdcourse.course.framework_compare")),
-    ("other Ray actors and helpers", ("ray::", "setup_worker.py", "/ray/")),
 )
+# Ray's two native daemons, known by their program (their arguments name other programs)
+_DAEMONS = ("raylet", "gcs_server")
 
 
 def process_kind(cmdline: str) -> str:
     """The group of :data:`_KINDS` a command line belongs to (``other`` if none)."""
+    program = os.path.basename(cmdline.split(" ", 1)[0])
+    if program in _DAEMONS:
+        return "Ray daemons"
     for kind, marks in _KINDS:
         if any(mark in cmdline for mark in marks):
             return kind
