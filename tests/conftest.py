@@ -202,6 +202,8 @@ XDIST_GROUPS = {
         "tests/test_slurm_binding.py",
         "tests/grading/test_slurm_grading.py",
     ),
+    # session fixtures made once: Horovod's build report, Horovod's source (pip download)
+    "horovod-build": ("tests/test_stack.py", "tests/test_envcheck.py", "tests/test_gpu_route.py"),
     # Prometheus and the node exporter (fixed port 9100 in the playbook's lab)
     "services": ("tests/test_ansible_lab.py", "tests/test_monitoring.py"),
     # Ray's raylet gives up when the machine is very busy (Ray 2.60: "timed out during startup")
@@ -368,7 +370,7 @@ def check_build_report():
         [os.path.join(os.path.dirname(PYTHON), "horovodrun"), "--check-build"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang guard: it imports TensorFlow and PyTorch (minutes at load 20)
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

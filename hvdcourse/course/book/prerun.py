@@ -26,15 +26,21 @@ from concurrent.futures import ThreadPoolExecutor
 CACHE = os.path.join("_build", ".jupyter_cache")
 
 
-def read_page(path: str):
-    """The page as myst-nb reads it for the build (its code cells hash to the build's cache key)."""
+def book_config(path: str) -> dict:
+    """The ``_config.yml`` of the book that holds the page ``path`` (``notebooks/NN.md``)."""
     import yaml
-    from myst_nb.core.read import read_myst_markdown_notebook
-    from myst_parser.config.main import MdParserConfig
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(path)))
     with open(os.path.join(root, "_config.yml")) as fh:
-        extensions = yaml.safe_load(fh).get("parse", {}).get("myst_enable_extensions", [])
+        return yaml.safe_load(fh)
+
+
+def read_page(path: str):
+    """The page as myst-nb reads it for the build (its code cells hash to the build's cache key)."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    extensions = book_config(path).get("parse", {}).get("myst_enable_extensions", [])
     config = MdParserConfig(enable_extensions=set(extensions))
     with open(path, encoding="utf-8") as fh:
         return read_myst_markdown_notebook(fh.read(), config=config, add_source_map=True, path=path)
@@ -62,8 +68,9 @@ def missing_pages(root: str, pages: list) -> list:
     return todo
 
 
-def execute_page(path: str, out: str, timeout: int) -> dict:
-    """Execute one page as myst-nb does; write it to ``out``; ``{"seconds", "error"}``."""
+def execute_page(path: str, out: str) -> dict:
+    """Execute one page as myst-nb does (its cell timeout from ``_config.yml``); write it to ``out``;
+    ``{"seconds", "error"}``."""
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
 
@@ -72,7 +79,7 @@ def execute_page(path: str, out: str, timeout: int) -> dict:
         nb,
         cwd=os.path.dirname(os.path.abspath(path)),
         allow_errors=False,
-        timeout=timeout,
+        timeout=book_config(path).get("execute", {}).get("timeout", 900),
         meta_override=True,
     )
     nbformat.write(nb, out)
@@ -83,7 +90,10 @@ def execute_into_cache(
     root: str, pages: list, jobs: int, timeout: int, env: dict, order: dict | None = None
 ) -> dict:
     """Execute ``pages`` (paths) that the cache lacks, ``jobs`` at a time, longest first by
-    ``order`` (``{page name: seconds}``); cache the ones that succeeded. ``{page: seconds or None}``."""
+    ``order`` (``{page name: seconds}``), each ended (with its kernel and ranks) after ``timeout``
+    seconds; cache the ones that succeeded. ``{page: seconds or None}``."""
+    from hvdcourse.runtime.launch import kill_group
+
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
@@ -100,17 +110,25 @@ def execute_into_cache(
         out = os.path.join(scratch, os.path.basename(page) + ".ipynb")
         report = os.path.join(scratch, os.path.basename(page) + ".json")
         start = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "hvdcourse.course.book.prerun", page, out, str(timeout)],
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hvdcourse.course.book.prerun", page, out],
             cwd=root,
             env=env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout * 4,
+            start_new_session=True,  # its kernel, engines and ranks: one group to end
         )
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            output = f"stopped after {timeout} s"
+        finally:
+            kill_group(proc, grace=1.0)  # whatever the page left behind in its group
         seconds = time.monotonic() - start
         if proc.returncode != 0 or not os.path.isfile(report):
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+            tail = (output or "").strip().splitlines()[-1:] or ["?"]
             print(f"book:   {page}: could not execute here ({tail[0][:200]})", flush=True)
             return page, None, None
         with open(report) as fh:
@@ -139,8 +157,8 @@ def execute_into_cache(
 
 
 def main(argv=None) -> int:
-    page, out, timeout = (argv if argv is not None else sys.argv[1:])[:3]
-    result = execute_page(page, out, int(timeout))
+    page, out = (argv if argv is not None else sys.argv[1:])[:2]
+    result = execute_page(page, out)
     with open(os.path.splitext(out)[0] + ".json", "w") as fh:
         json.dump(result, fh)
     return 0
