@@ -29,14 +29,16 @@ QUICK = [
     "0",
     "--no-resume",
 ]
-# Slurm stops any of these jobs after 5 minutes; pytest's timeouts are set above the jobs' needs.
-LIMIT = "--time=5"
+# Slurm stops any of these jobs after 15 minutes (a hang guard: a job of a minute on a quiet machine
+# passed the requeue signal, 2 minutes before a 5-minute limit, at load 20); pytest's timeouts are
+# set above the jobs' needs.
+LIMIT = "--time=15"
 RANK_LINE = re.compile(
     r"\[train_hvd\] rank=(\d+) test_loss=\S+ test_accuracy=\S+ weights_sha256=(\w+)"
 )
 
 
-def submit(cluster, cwd, sbatch_options, trainer_args, env=None, timeout=240):
+def submit(cluster, cwd, sbatch_options, trainer_args, env=None, timeout=900):
     """slurm/submit.sh cpu --wait ... -- trainer args: the way a learner submits, waiting for the end."""
     return cluster.submit(
         [SUBMIT, "cpu", "--wait", "--parsable", LIMIT, *sbatch_options, "--", *trainer_args],
