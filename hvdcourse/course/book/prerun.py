@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,7 @@ def execute_into_cache(
             check_validity=False,
             overwrite=True,
         )
+    shutil.rmtree(scratch, ignore_errors=True)
     return times
 
 
