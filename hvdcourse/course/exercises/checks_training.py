@@ -81,7 +81,7 @@ TRAIN_ARGS = {
         "files": ("only rank 0 wrote checkpoint files", 1),
     },
 )
-def ex05_conversion(c, train_hvd, timeout: float = 180):
+def ex05_conversion(c, train_hvd, timeout: float = 300):
     """Exercise 5: ``train_hvd(epochs, batch_size, lr, max_steps, checkpoint_dir) -> (model, x_train)``."""
     require_function(c, train_hvd, "train_hvd")
     outcome = _run_or_stop(
@@ -173,7 +173,7 @@ def _warmup_hint(error):
         "averaged": ("gradients are averaged over the ranks (identical weights)", 1),
     },
 )
-def ex06_warmup(c, optimizer_and_warmup, timeout: float = 150):
+def ex06_warmup(c, optimizer_and_warmup, timeout: float = 300):
     """Exercise 6: ``optimizer_and_warmup(hvd, base_lr, warmup_epochs, steps_per_epoch) -> (opt, callbacks)``,
     SGD with momentum: the linear rule, :func:`hvdcourse.examples.training.scaled_lr` with ``"sgd"``."""
     base, size = WARMUP["base_lr"], 2
@@ -267,7 +267,7 @@ def ex06_warmup(c, optimizer_and_warmup, timeout: float = 150):
         "checkpoint": ("rank 0 writes a checkpoint into checkpoint_dir", 1),
     },
 )
-def ex07_callbacks(c, distributed_callbacks, timeout: float = 150):
+def ex07_callbacks(c, distributed_callbacks, timeout: float = 300):
     """Exercise 7: ``distributed_callbacks(hvd, checkpoint_dir) -> list`` of Keras callbacks."""
     require_function(c, distributed_callbacks, "distributed_callbacks")
     outcome = _run_or_stop(
