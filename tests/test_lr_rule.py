@@ -26,8 +26,11 @@ DISTRIBUTED = sorted(
     for path in ("gpu.py", "conversion_lab.py", "bench/throughput.py", "bench/torch_throughput.py")
 ]
 # a rate multiplied by the number of workers, written out instead of asking scaled_lr
-HAND_SCALED = re.compile(r"^(?=[^#\n]*(?:\blr\b|learning_rate|Adam\(|SGD\())[^#\n]*\*\s*"
-                         r"(?:hvd\.size\(\)|self\.size|size|workers|num_workers)(?![\w.(])(?!\s*\*\*)", re.M)
+HAND_SCALED = re.compile(
+    r"^(?=[^#\n]*(?:\blr\b|learning_rate|Adam\(|SGD\())[^#\n]*\*\s*"
+    r"(?:hvd\.size\(\)|self\.size|size|workers|num_workers)(?![\w.(])(?!\s*\*\*)",
+    re.M,
+)
 
 
 def read(*parts):
@@ -38,7 +41,9 @@ def read(*parts):
 def test_scaled_lr_is_linear_for_sgd_and_square_root_for_adam():
     assert scaled_lr(BASE, 4, "sgd") == pytest.approx(4e-3)
     assert scaled_lr(BASE, 4, "adam") == pytest.approx(2e-3)
-    assert scaled_lr(BASE, 2) == pytest.approx(BASE * 2**0.5)  # the trainers' optimizer, Adam, by default
+    assert scaled_lr(BASE, 2) == pytest.approx(
+        BASE * 2**0.5
+    )  # the trainers' optimizer, Adam, by default
     assert scaled_lr(BASE, 1, "adam") == BASE
 
 
@@ -51,13 +56,17 @@ def test_scaled_lr_refuses_an_optimizer_it_has_no_rule_for():
 def test_every_distributed_trainer_takes_its_rate_from_scaled_lr(path):
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
-    if re.search(r"optimizers?\.(Adam|SGD)\(|optim\.(Adam|SGD)\(", source):  # it builds its optimizer
+    if re.search(
+        r"optimizers?\.(Adam|SGD)\(|optim\.(Adam|SGD)\(", source
+    ):  # it builds its optimizer
         assert "scaled_lr(" in source
     assert not HAND_SCALED.findall(source), HAND_SCALED.findall(source)
 
 
 def test_the_compared_rules_of_the_lessons_measurements_are_the_helpers():
-    assert conversion_lab.scaled_lr("sqrt-scaled", BASE, 2) == pytest.approx(scaled_lr(BASE, 2, "adam"))
+    assert conversion_lab.scaled_lr("sqrt-scaled", BASE, 2) == pytest.approx(
+        scaled_lr(BASE, 2, "adam")
+    )
     assert conversion_lab.scaled_lr("scaled", BASE, 2) == pytest.approx(scaled_lr(BASE, 2, "sgd"))
     assert short_runs.scaled_lr("sqrt", 0.01, 32, 128) == pytest.approx(scaled_lr(0.01, 4, "adam"))
     assert short_runs.scaled_lr("linear", 0.01, 32, 128) == pytest.approx(scaled_lr(0.01, 4, "sgd"))
@@ -85,29 +94,50 @@ def test_the_adam_checks_reject_an_unscaled_rate():
 def test_the_checks_grade_the_exercises_with_the_base_rate_the_helper_scales():
     # exercises 5 and 15 train Adam from TRAIN_ARGS["lr"]; exercise 6 trains SGD, the linear rule
     assert checks_training.TRAIN_ARGS["lr"] == checks_torch.TRAIN_ARGS["lr"] == BASE
-    assert "scaled_lr(base, size, \"sgd\")" in read("hvdcourse", "course", "exercises", "checks_training.py")
+    assert 'scaled_lr(base, size, "sgd")' in read(
+        "hvdcourse", "course", "exercises", "checks_training.py"
+    )
 
 
 def test_lesson_5_states_the_rule_once_with_its_sources():
     lesson = read("notebooks", "05_conversion.md")
     box = lesson.split("(conversion-lr-rule)=", 1)[1].split("\n:::\n", 1)[0]
-    for words in ("linear rule", "Goyal et al.", "arXiv:1706.02677", "square-root", "Malladi et al.",
-                  "arXiv:2205.10287", "Horovod's own examples", "What the course does, and why",
-                  "warm-up"):
+    for words in (
+        "linear rule",
+        "Goyal et al.",
+        "arXiv:1706.02677",
+        "square-root",
+        "Malladi et al.",
+        "arXiv:2205.10287",
+        "Horovod's own examples",
+        "What the course does, and why",
+        "warm-up",
+    ):
         assert words in box, words
     assert lesson.count("(conversion-lr-rule)=") == 1
 
 
-@pytest.mark.parametrize("page", ["notebooks/10_beyond_horovod.md", "notebooks/13_pytorch.md",
-                                  "notebooks/14_data_parallel_at_scale.md"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "notebooks/10_beyond_horovod.md",
+        "notebooks/13_pytorch.md",
+        "notebooks/14_data_parallel_at_scale.md",
+    ],
+)
 def test_later_lessons_link_the_rule_instead_of_restating_another(page):
     text = read(page)
     assert "<conversion-lr-rule>`" in text
     assert "lr * hvd.size()`" not in text and "lr * num_workers" not in text
 
 
-@pytest.mark.parametrize("source, rule", [("ex05_conversion.md", "hvd.size() ** 0.5"),
-                                          ("ex15_torch_conversion.md", "hvd.size() ** 0.5"),
-                                          ("ex06_lr_warmup.md", "SGD(learning_rate=scaled_lr, momentum=0.9)")])
+@pytest.mark.parametrize(
+    "source, rule",
+    [
+        ("ex05_conversion.md", "hvd.size() ** 0.5"),
+        ("ex15_torch_conversion.md", "hvd.size() ** 0.5"),
+        ("ex06_lr_warmup.md", "SGD(learning_rate=scaled_lr, momentum=0.9)"),
+    ],
+)
 def test_each_exercise_solution_uses_the_rule_of_its_optimizer(source, rule):
     assert rule in read("exercises", "source", source)

@@ -98,7 +98,9 @@ def scaled_lr(base_lr: float, workers: int, optimizer: str = "adam") -> float:
     """
     family = optimizer.lower()
     if family not in LR_RULE_OF:
-        raise UsageError(f"no learning-rate rule for optimizer {optimizer!r}; use one of {', '.join(LR_RULE_OF)}")
+        raise UsageError(
+            f"no learning-rate rule for optimizer {optimizer!r}; use one of {', '.join(LR_RULE_OF)}"
+        )
     return base_lr * lr_multiplier(LR_RULE_OF[family], workers)
 
 
