@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hvdcourse.runtime.errors import UsageError
+
 GB = 1e9  # vendors count memory in GB (10^9 bytes) in their datasheets; so do we
 BYTES_PER_PARAM_ADAM = 16
 
@@ -109,11 +111,53 @@ def training_state_gb(params: float, bytes_per_param: float = BYTES_PER_PARAM_AD
     return params * bytes_per_param / GB
 
 
+def activation_terms(model: Transformer) -> dict:
+    """What one layer keeps for the backward pass, in units of ``s*b*h`` bytes (16-bit values,
+    1-byte dropout masks), counted the way Korthikanti et al. (section 4.1) count a GPT block:
+
+    * ``replicated``: kept whole on every tensor-parallel rank: the two norms' inputs (2 + 2), the
+      inputs of the QKV and of the first MLP matrices (2 + 2), and with dropout the two masks after
+      the attention and the MLP blocks (1 + 1);
+    * ``split``: divided by the tensor-parallel size: Q (2), K and V (2 each, times
+      ``kv_heads / heads``), the output projection's input (2), and the MLP: GeLU's input and output
+      (2 + 2 per inner size ``f``, in units of ``h``), or SwiGLU's two inputs and its output (2 + 2 + 2,
+      as Megatron's fused SwiGLU keeps them);
+    * ``scores``: the coefficient of ``a*s/h`` (also split): the softmax output (2), and with
+      dropout its mask (1) and output (2): 5 for GPT, 2 without dropout.
+
+    GPT's block gives 10, 24 and 5: eq. 2 of the paper, ``34 + 5*a*s/h``.
+    """
+    h = model.hidden
+    f = (model.ffn or 4 * h) / h
+    kv = (model.kv_heads or model.heads) / model.heads
+    drop = 1 if model.dropout else 0
+    if model.mlp == "gelu":
+        mlp = 4 * f
+    elif model.mlp == "swiglu":
+        mlp = 6 * f
+    else:
+        raise UsageError(f"unknown MLP kind {model.mlp!r}; choose 'gelu' or 'swiglu'")
+    return {"replicated": 8 + 2 * drop, "split": 2 + 4 * kv + 2 + mlp, "scores": 2 + 3 * drop}
+
+
+def activation_bytes_per_layer(
+    model: Transformer, micro_batch: int = 1, tensor: int = 1, recompute: bool = False
+) -> float:
+    """Bytes of activations one transformer layer keeps for one micro-batch
+    (:func:`activation_terms`; Korthikanti et al. for a GPT block)."""
+    s, h, a, b = model.seq_len, model.hidden, model.heads, micro_batch
+    if recompute:
+        return 2 * s * b * h
+    terms = activation_terms(model)
+    return (
+        s * b * h * (terms["replicated"] + (terms["split"] + terms["scores"] * a * s / h) / tensor)
+    )
+
+
 def activation_gb(model: Transformer, batch: int = 1) -> float:
-    """Activations kept for the backward pass, in GB, for ``batch`` sequences (Korthikanti et al.)."""
-    s, h, a = model.seq_len, model.hidden, model.heads
-    per_layer = s * batch * h * (34 + 5 * a * s / h)
-    return model.layers * per_layer / GB
+    """Activations kept for the backward pass, in GB, for ``batch`` sequences: each model's own block
+    (:func:`activation_terms`), Korthikanti et al.'s eq. 2 for a GPT block."""
+    return model.layers * activation_bytes_per_layer(model, micro_batch=batch) / GB
 
 
 def max_batch(model: Transformer, device: Accelerator) -> int:
