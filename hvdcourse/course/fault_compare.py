@@ -130,7 +130,7 @@ def horovod_elastic(
     """``horovodrun`` elastic, ``train_elastic``, rank 1 killed; at the kill, the discovery script
     starts listing the machine under a third name, so a new worker can join.
 
-    The defaults make the run long enough (full epochs: 125 steps of 2 workers, 250 of one) for the
+    The defaults make the run long enough (full epochs: 125 steps per epoch with 2 workers, 250 with one) for the
     new worker to start and join before the end.
     """
     from hvdcourse.examples.train_elastic import run_on_this_machine
@@ -369,7 +369,7 @@ def record(path: str, outcomes) -> dict:
             "epochs": EPOCHS,
             "steps_per_epoch": STEPS,
             "kill_step": KILL_STEP,
-            "elastic": "5 full epochs (125 steps of 2 workers), killed after step 150",
+            "elastic": "5 full epochs (125 steps per epoch with 2 workers, 250 with one), rank 1 killed after its step 150",
         },
         "outcomes": [rows[name] for name in order if name in rows],
     }
