@@ -39,11 +39,13 @@ book: env
 # the tests also need the system packages that a learner does not (Chromium, shellcheck, Ansible):
 # tools/setup_env.sh installs them as root when WITH_TEST_PACKAGES=1 (a prerequisite sees this too)
 test: export WITH_TEST_PACKAGES = 1
-# the tests run in TEST_WORKERS processes (pytest-xdist); tests/conftest.py keeps together the tests
-# that share a module's runs or a service (the local Slurm cluster, Prometheus, Ray)
-TEST_WORKERS ?= 3
+# TEST_WORKERS=N (N > 0) runs the tests in N processes (pytest-xdist); tests/conftest.py keeps
+# together the tests that share a module's runs or a service (the local Slurm cluster, Prometheus,
+# Ray). The default, 0, runs them in one process: on the course's 2-core machine 3 workers beside the
+# book build raised the load to 10-15, where Ray's raylet does not start (measured 2026-11-26).
+TEST_WORKERS ?= 0
 test: env
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder tests
+	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) tests
 
 check: env
 	$(PY) -m hvdcourse.course.envcheck --ranks 2

@@ -1,7 +1,7 @@
 """Build the book (``make book``) or execute single lessons (lesson authors, tests).
 
 ``python -m hvdcourse.course.book.book_build``                - build ``_build/html``, executing the pages that need it
-                                                               (2 lessons at a time: ``--jobs``, :mod:`hvdcourse.course.book.prerun`)
+                                                               (``--jobs N``: N lessons at a time, :mod:`hvdcourse.course.book.prerun`)
 ``python -m hvdcourse.course.book.book_build --record-times`` - execute every page afresh and record the times in book/data
 ``python -m hvdcourse.course.book.book_build --execute F.md``  - execute one lesson with nbclient, fail on error
 
@@ -334,8 +334,8 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--jobs",
         type=int,
-        default=int(os.environ.get("BOOK_JOBS", "2")),
-        help="lessons executed at once before the build reads them (default 2, or $BOOK_JOBS; "
+        default=int(os.environ.get("BOOK_JOBS", "1")),
+        help="lessons executed at once before the build reads them (default 1, or $BOOK_JOBS; "
         "1: one after another, while the build reads them; --record-times always uses 1)",
     )
     parser.add_argument(
