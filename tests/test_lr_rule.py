@@ -120,9 +120,9 @@ def test_lesson_5_states_the_rule_once_with_its_sources():
 @pytest.mark.parametrize(
     "page",
     [
-        "notebooks/10_beyond_horovod.md",
-        "notebooks/13_pytorch.md",
-        "notebooks/14_data_parallel_at_scale.md",
+        "notebooks/14_beyond_horovod.md",
+        "notebooks/09_pytorch.md",
+        "notebooks/12_data_parallel_at_scale.md",
     ],
 )
 def test_later_lessons_link_the_rule_instead_of_restating_another(page):

@@ -155,7 +155,7 @@ def test_graded_notebook_linked_with_after_ref_is_planned_under_that_later_lesso
         ex: lesson for lesson, items in course_map.graded_exercises().items() for ex, _ in items
     }
     # the conversion lesson links them "after {ref}`...`" a later lesson
-    assert placed["ex06_lr_warmup"] == "14_data_parallel_at_scale"
+    assert placed["ex06_lr_warmup"] == "12_data_parallel_at_scale"
     assert placed["ex11_find_the_bug"] == "06_timeline"
     # the lesson that links it, with no "after"
     assert placed["ex05_conversion"] == "05_conversion"
@@ -177,8 +177,8 @@ def test_model_parallelism_comes_right_after_the_allreduce_lesson_in_both_plans(
     from hvdcourse.course.book import course_map
 
     order = [row["lesson"] for row in course_map.lessons()]
-    assert order.index("12_model_parallelism") == order.index("03_allreduce") + 1
-    assert order.index("14_data_parallel_at_scale") > order.index("05_conversion")
+    assert order.index("13_model_parallelism") == order.index("03_allreduce") + 1
+    assert order.index("12_data_parallel_at_scale") > order.index("05_conversion")
     plan = course_map.two_day_plan()
     taught = [t for t in plan["lesson"] if not t.startswith("(")]
     assert (

@@ -103,9 +103,9 @@ CONSTANTS = {
         "1 MB",
     },
     # the fault tests' bounds and stall-check settings, and the Slurm signal's lead time
-    "notebooks/11_fault_tolerance.md": {"30 s", "60 s", "5 s", "15 s", "120 s"},
+    "notebooks/10_fault_tolerance.md": {"30 s", "60 s", "5 s", "15 s", "120 s"},
     # Horovod's fusion buffer and DDP's first bucket: their defaults
-    "notebooks/13_pytorch.md": {"128 MiB", "1 MiB"},
+    "notebooks/09_pytorch.md": {"128 MiB", "1 MiB"},
     # the memory of the source's GPUs (Titan RTX, V100)
     "notebooks/15_ray_train.md": {"24 GB", "32 GB"},
     # the memory to give a container's Linux VM (a recommendation)
@@ -179,9 +179,9 @@ RATIO_CONSTANTS = {
     # data parallelism on 2 GPUs splits each step's compute in two
     "notebooks/07_performance.md": {"halve the compute", "halve"},
     # the rule of thumb the sentence derives: two matrix products per layer backward, one forward
-    "notebooks/12_model_parallelism.md": {"twice as long as"},
+    "notebooks/13_model_parallelism.md": {"twice as long as"},
     # 16-bit numbers against 32-bit ones
-    "notebooks/14_data_parallel_at_scale.md": {"halves the activations'", "halves the bytes"},
+    "notebooks/12_data_parallel_at_scale.md": {"halves the activations'", "halves the bytes"},
     # one worker of two doing the steps of both
     "notebooks/15_ray_train.md": {"twice as many steps"},
 }

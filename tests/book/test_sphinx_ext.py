@@ -51,7 +51,7 @@ def test_a_lessons_number_is_its_files_and_other_pages_have_none():
     from hvdcourse.course.book.sphinx_ext import lesson_number
 
     assert lesson_number("notebooks/05_conversion") == 5
-    assert lesson_number("notebooks/12_model_parallelism") == 12
+    assert lesson_number("notebooks/13_model_parallelism") == 13
     assert lesson_number("book/intro") is None and lesson_number("book/setup") is None
 
 
@@ -77,11 +77,11 @@ def test_the_book_shows_a_lessons_number_before_its_title_once():
 
     from hvdcourse.course.book.sphinx_ext import LessonNumberTransform
 
-    document = _titled_document("notebooks/12_model_parallelism", "Model parallelism by hand")
+    document = _titled_document("notebooks/13_model_parallelism", "Model parallelism by hand")
     for _ in range(2):  # a page read again keeps one number
         LessonNumberTransform(document).apply()
     titles = [title.astext() for title in document.findall(nodes.title)]
-    assert titles == ["12. Model parallelism by hand", "Overview"]
+    assert titles == ["13. Model parallelism by hand", "Overview"]
 
 
 def test_pages_that_are_not_lessons_keep_their_titles():

@@ -79,14 +79,14 @@ _ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
 # 15 and 16 sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
 # two-day plan leaves them out when not all lessons fit.
 DROPPABLE = (
-    "16_monitoring",
-    "10_beyond_horovod",
-    "09_install",
-    "14_data_parallel_at_scale",
-    "12_model_parallelism",
-    "11_fault_tolerance",
+    "11_monitoring",
+    "14_beyond_horovod",
+    "16_install",
+    "12_data_parallel_at_scale",
+    "13_model_parallelism",
+    "10_fault_tolerance",
     "15_ray_train",
-    "13_pytorch",
+    "09_pytorch",
 )
 # A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
 # hour for lunch, each taken at the first lesson boundary after the time given.
