@@ -55,15 +55,12 @@ CONSTANTS = {
         "900 GB/s",
         "450 GB/s",
         "40 %",
-        # memory and caches of the same nodes: a GCD's, an MI250X's, the CPU's, a GH200's
+        # memory of the same nodes: a GCD's, an MI250X's, the CPU's, a GH200's
         "64 GB",
         "128 GB",
         "512 GB",
         "96 GB",
         "144 GB",
-        "32 kB",
-        "512 kB",
-        "32 MB",
     },
     # the Slingshot-11 link of the cost model's example; the line rate of InfiniBand HDR and the two
     # latencies quoted with their sources (WWT's Ethernet kernel-to-kernel, Microsoft's HBv3 RDMA)
