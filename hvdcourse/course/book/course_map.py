@@ -74,27 +74,47 @@ _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 # an exercise whose source's opening line (``*Lesson: ... (advanced) ...*``) marks it advanced
 _ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
-# Lessons an instructor can drop from a one-day course, first dropped first: each stands on its own
-# and works as self-study; no later lesson needs them. Lessons 01-08 build on each other; 12, 13, 14,
-# 15 and 16 sit among them (after the lessons they need) but none of 01-08 needs them. In this order the
-# two-day plan leaves them out when not all lessons fit.
+# Lessons an instructor can drop, first dropped first: each works as self-study and the book's later
+# lessons are in the same list, so that dropping a prefix never drops a prerequisite of a kept lesson
+# (check_order): monitoring (11) needs fault tolerance (10); Ray Train (15) needs PyTorch (09),
+# beyond Horovod (14, `train_mwms`) and fault tolerance (10). The one-day plan drops them all; the
+# two-day plan drops them in this order until the rest fits.
 DROPPABLE = (
     "11_monitoring",
-    "14_beyond_horovod",
     "16_install",
+    "15_ray_train",
+    "14_beyond_horovod",
     "12_data_parallel_at_scale",
     "13_model_parallelism",
     "10_fault_tolerance",
-    "15_ray_train",
     "09_pytorch",
 )
-# A teaching day: 09:00 to 17:30 with a 15-minute break in the morning and in the afternoon and an
-# hour for lunch, each taken at the first lesson boundary after the time given.
+# One day cannot hold lessons 01-08 with a pause every 90 minutes: their 412 minutes need five
+# stretches, so lunch and three breaks, 517 minutes in a day of 510. The one-day plan also leaves
+# these to self-study, in this order, until the rest fits: no lesson of 01-08 needs performance (07).
+ONE_DAY_DROPPABLE = ("07_performance",)
+# The learner's first own distributed run: in the exercises of Horovod's design (04) the learner
+# writes Horovod calls and runs them on the 2 MPI ranks the page started (`%%px` engines: exercise
+# Design-1 in the page; the check of graded exercise 2 runs the learner's function on 2 ranks).
+# Lesson 03 runs the course's own ring on those engines before; lesson 05 is the first training
+# script. Both plans must end this lesson's page (teaching and exercises) before lunch on day 1.
+FIRST_OWN_RUN = "04_horovod_design"
+# A teaching day: 09:00 to 17:30. Lunch (an hour) at the first lesson boundary after 12:00 once the
+# first own run is done, and a 15-minute break wherever the next block would make more than 90
+# minutes without a pause. A lesson's graded notebooks are a block of their own, so that a pause can
+# fall between the page and them.
 DAY = {
     "start": 9 * 60,
     "end": 17 * 60 + 30,
-    "pauses": ((10 * 60 + 15, "break", 15), (12 * 60 + 15, "lunch", 60), (15 * 60, "break", 15)),
+    "lunch": (12 * 60, 60),
+    "lunch_latest": 13 * 60 + 15,
+    "break": 15,
+    "max_stretch": 90,
 }
+
+
+class PlanDoesNotFit(ValueError):
+    """The lessons do not fit in the days given (drop lessons: :data:`DROPPABLE`)."""
 
 
 _AFTER = re.compile(r"[Aa]fter \{ref\}`([\w-]+)`")
@@ -110,10 +130,7 @@ def graded_exercises() -> dict:
         if name.endswith(".md"):
             found = _EXERCISE_TIME.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
             planned[name[:-3]] = int(found.group(1)) if found else 0
-    texts = {
-        row["lesson"]: open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
-        for row in lessons()
-    }
+    texts = lesson_texts()
     by_label = {label: lesson for lesson, text in texts.items() for label in _LABEL.findall(text)}
     where = {}
     for lesson, text in texts.items():
@@ -170,60 +187,244 @@ def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
     return blocks
 
 
+_PREREQUISITES = re.compile(r"^\*\*Prerequisites\*\*:(.*?)(?=\n\s*\n|\n\*\*\w|\n:::)", re.M | re.S)
+_REF = re.compile(r"\{ref\}`(?:[^`<]*<)?([\w-]+)>?`")
+
+
+def lesson_texts() -> dict:
+    """{lesson: the text of its ``.md`` file}, in ``_toc.yml`` order."""
+    return {
+        row["lesson"]: open(os.path.join(ROOT, "notebooks", row["lesson"] + ".md")).read()
+        for row in lessons()
+    }
+
+
+def prerequisite_labels(text: str):
+    """The labels that a lesson's ``**Prerequisites**`` line (of its Overview) names with ``{ref}``,
+    in order; None when the text has no such line."""
+    found = _PREREQUISITES.search(text)
+    return _REF.findall(found.group(1)) if found else None
+
+
+def labels() -> dict:
+    """{label: lesson} for every ``(label)=`` line of every lesson."""
+    return {
+        label: lesson for lesson, text in lesson_texts().items() for label in _LABEL.findall(text)
+    }
+
+
+def prerequisites() -> dict:
+    """{lesson: [the lessons its Prerequisites line names, in the line's order]}; labels of pages
+    that are not lessons (the setup page, say) are left out."""
+    where = labels()
+    return {
+        lesson: [where[label] for label in prerequisite_labels(text) or () if label in where]
+        for lesson, text in lesson_texts().items()
+    }
+
+
+def check_order(order, dropped=()) -> None:
+    """Raise ValueError, naming the lesson and the prerequisite, unless every lesson in ``order``
+    comes after each lesson its Prerequisites line names (``_toc.yml``'s order, or a plan's, whose
+    ``dropped`` lessons are self-study)."""
+    needs, seen = prerequisites(), set()
+    for lesson in order:
+        for needed in needs.get(lesson, ()):
+            if needed not in seen:
+                why = (
+                    "which the plan drops (course_map.DROPPABLE: drop the later lesson first)"
+                    if needed in dropped
+                    else "which comes after it"
+                    if needed in order
+                    else "which is not in the course"
+                )
+                raise ValueError(f"{lesson} names {needed} as a prerequisite, {why}")
+        seen.add(lesson)
+
+
 def clock(minutes: int) -> str:
     """The clock time HH:MM of ``minutes`` after midnight (the plans' start and end times)."""
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
+def minutes_of(time: str) -> int:
+    """Minutes after midnight of a clock time ``HH:MM`` (the inverse of :func:`clock`)."""
+    hours, minutes = time.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+def _segments(blocks):
+    """The plan's blocks: each lesson's page (teaching, exercises, demo), then its graded notebooks."""
+    for block in blocks:
+        page = block["total_min"] - block["graded_min"]
+        yield block, "page", page
+        if block["graded_min"]:
+            yield block, "graded", block["graded_min"]
+
+
 def day_plan(days: int, graded: bool = True, drop=(), homework=()):
     """A schedule of the lessons over ``days`` teaching days (:data:`DAY`), as a DataFrame with one row
-    per lesson or pause. A lesson that does not fit in what is left of a day starts the next day.
-    Raises ValueError when the lessons do not fit in ``days`` days."""
+    per lesson or pause (a lesson's graded notebooks get a row of their own when a pause or the night
+    falls between them and the page). A block that does not fit in what is left of a day starts the
+    next day.
+
+    ``plan.attrs``: ``lessons``, the lessons in plan order; ``first_own_run``, the day and the end of
+    :data:`FIRST_OWN_RUN`'s page and the start of that day's lunch; ``longest_stretch_min``, the
+    longest time taught without a pause. Raises :class:`PlanDoesNotFit` when the lessons do not fit
+    in ``days`` days, and ValueError when the plan breaks a rule (:func:`check_plan`)."""
     import pandas as pd
 
-    rows, day, now, pauses = [], 1, DAY["start"], list(DAY["pauses"])
-    for block in lesson_blocks(graded=graded, drop=drop, homework=homework):
-        if now + block["total_min"] + sum(p[2] for p in pauses) > DAY["end"]:
-            day, now, pauses = day + 1, DAY["start"], list(DAY["pauses"])
+    rows, day, now, stretch, lunched = [], 1, DAY["start"], 0, False
+    lunch_at, lunch_min = DAY["lunch"]
+    first_run = None  # (day, end) of the first own run
+    previous = (
+        None  # the row of the last block, to which its lesson's graded notebooks may be added
+    )
+
+    def pause(what, length):
+        nonlocal now, stretch, previous
+        rows.append(
+            {"day": day, "starts": clock(now), "lesson": f"({what})", "ends": clock(now + length)}
+        )
+        now, stretch, previous = now + length, 0, None
+
+    for block, kind, minutes in _segments(
+        lesson_blocks(graded=graded, drop=drop, homework=homework)
+    ):
+        if minutes > DAY["max_stretch"]:
+            raise ValueError(
+                f"{block['lesson']}: its {kind} takes {minutes} min, more than the "
+                f"{DAY['max_stretch']} min allowed without a pause (course_map.DAY): split it"
+            )
+        run_done = day > 1 or first_run is not None
+        wants_lunch = (
+            not lunched and now >= lunch_at and (run_done or now + minutes > DAY["lunch_latest"])
+        )
+        wants_break = not wants_lunch and stretch + minutes > DAY["max_stretch"]
+        needed = minutes + (lunch_min if wants_lunch else DAY["break"] if wants_break else 0)
+        if now + needed > DAY["end"]:
+            day, now, stretch, lunched, previous = day + 1, DAY["start"], 0, False, None
             if day > days:
-                raise ValueError(
+                raise PlanDoesNotFit(
                     f"the lessons do not fit in {days} day(s) of {clock(DAY['start'])}-"
                     f"{clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises"
                 )
-        # a pause comes before a lesson that would run well past its time (or when its time has come)
-        if pauses and (
-            now >= pauses[0][0]
-            or (now >= pauses[0][0] - 45 and now + block["total_min"] > pauses[0][0] + 20)
-        ):
-            _, what, length = pauses.pop(0)
-            rows.append(
-                {
-                    "day": day,
-                    "starts": clock(now),
-                    "lesson": f"({what})",
-                    "ends": clock(now + length),
-                }
-            )
-            now += length
-        rows.append(
-            {
+        elif wants_lunch:
+            pause("lunch", lunch_min)
+            lunched = True
+        elif wants_break:
+            pause("break", DAY["break"])
+        if kind == "graded" and previous is not None:  # right after its page: one row
+            previous["graded exercises"] = minutes
+            previous["ends"] = clock(now + minutes)
+        else:
+            previous = {
                 "day": day,
                 "starts": clock(now),
-                "lesson": block["title"],
-                "teaching": block["teaching_min"],
-                "exercises": block["exercises_min"],
-                "demo runs": block["demo_min"],
-                "graded exercises": block["graded_min"],
-                "ends": clock(now + block["total_min"]),
+                "lesson": block["title"]
+                if kind == "page"
+                else f"{block['title']} (graded exercises)",
+                "teaching": block["teaching_min"] if kind == "page" else None,
+                "exercises": block["exercises_min"] if kind == "page" else None,
+                "demo runs": block["demo_min"] if kind == "page" else None,
+                "graded exercises": 0 if kind == "page" else minutes,
+                "ends": clock(now + minutes),
             }
+            rows.append(previous)
+        now, stretch = now + minutes, stretch + minutes
+        if kind == "page" and block["lesson"] == FIRST_OWN_RUN and first_run is None:
+            first_run = (day, now)
+    plan = pd.DataFrame(rows)
+    plan.attrs["lessons"] = [row["lesson"] for row in lessons() if row["lesson"] not in drop]
+    day_one_lunch = next(
+        (r["starts"] for r in rows if r["day"] == 1 and r["lesson"] == "(lunch)"), None
+    )
+    plan.attrs["first_own_run"] = (
+        {
+            "lesson": FIRST_OWN_RUN,
+            "day": first_run[0],
+            "ends": clock(first_run[1]),
+            "lunch": day_one_lunch,
+        }
+        if first_run
+        else None
+    )
+    plan.attrs["longest_stretch_min"] = max(stretches(plan))
+    check_plan(plan, drop=drop)
+    return plan
+
+
+def stretches(plan) -> list:
+    """The minutes taught between two pauses (or a day's start and end) in a plan, in order."""
+    found, day, start, end = [], None, None, None
+    for row in plan.to_dict("records"):
+        if row["day"] != day or row["lesson"] in ("(break)", "(lunch)"):
+            if start is not None:
+                found.append(end - start)
+            start = None
+            day = row["day"]
+            if row["lesson"] in ("(break)", "(lunch)"):
+                continue
+        if start is None:
+            start = minutes_of(row["starts"])
+        end = minutes_of(row["ends"])
+    if start is not None:
+        found.append(end - start)
+    return found
+
+
+def check_plan(plan, drop=()) -> None:
+    """Raise ValueError, saying which rule and where, unless: no more than ``DAY["max_stretch"]``
+    minutes go by without a pause; the first own run (:data:`FIRST_OWN_RUN`) ends before lunch on
+    day 1; every lesson of the plan comes after its prerequisites, none of which is dropped
+    (:func:`check_order`)."""
+    longest = max(stretches(plan))
+    if longest > DAY["max_stretch"]:
+        raise ValueError(
+            f"the plan teaches {longest} min without a pause, more than {DAY['max_stretch']}: "
+            "move a break (course_map.DAY) or split the longest lesson"
         )
-        now += block["total_min"]
-    return pd.DataFrame(rows)
+    run = plan.attrs.get("first_own_run")
+    if (
+        run is None
+        or run["day"] != 1
+        or run["lunch"] is None
+        or minutes_of(run["ends"]) > minutes_of(run["lunch"])
+    ):
+        where = (
+            f"day {run['day']}, ends {run['ends']}, lunch {run['lunch']}"
+            if run
+            else "not in the plan"
+        )
+        raise ValueError(
+            f"the first own distributed run ({FIRST_OWN_RUN}) must end before lunch on day 1 ({where}): "
+            "shorten the morning (fewer graded exercises before it) or move lunch (course_map.DAY)"
+        )
+    check_order(plan.attrs["lessons"], dropped=drop)
+
+
+def _first_plan_that_fits(days, graded, drop, droppable, homework):
+    """The plan of ``days`` days without ``drop`` and the shortest prefix of ``droppable`` that lets
+    the rest fit; ``plan.attrs["self_study"]`` lists every lesson left out."""
+    for count in range(len(droppable) + 1):
+        left_out = tuple(drop) + tuple(droppable[:count])
+        try:
+            plan = day_plan(days, graded=graded, drop=left_out, homework=homework)
+        except PlanDoesNotFit:
+            continue
+        plan.attrs["self_study"] = list(left_out)
+        return plan
+    raise PlanDoesNotFit(
+        f"the lessons that cannot be dropped do not fit in {days} day(s) "
+        "(course_map.DROPPABLE, course_map.ONE_DAY_DROPPABLE)"
+    )
 
 
 def one_day_plan():
-    """The one-day course: every lesson but :data:`DROPPABLE`, the graded notebooks as homework."""
-    return day_plan(1, graded=False, drop=DROPPABLE)
+    """The one-day course: every lesson but :data:`DROPPABLE` (and, if the rest does not fit, but
+    :data:`ONE_DAY_DROPPABLE`), the graded notebooks as homework. ``plan.attrs["self_study"]`` lists
+    the lessons left out."""
+    return _first_plan_that_fits(1, False, DROPPABLE, ONE_DAY_DROPPABLE, ())
 
 
 def two_day_plan():
@@ -234,14 +435,4 @@ def two_day_plan():
     homework; when the lessons do not all fit, self-study lessons are left out in the order of
     :data:`DROPPABLE` until the rest fits. ``plan.attrs["self_study"]`` lists those left out.
     """
-    for count in range(len(DROPPABLE) + 1):
-        left_out = DROPPABLE[:count]
-        try:
-            plan = day_plan(2, graded=True, drop=left_out, homework=DROPPABLE)
-        except ValueError:
-            continue
-        plan.attrs["self_study"] = list(left_out)
-        return plan
-    raise ValueError(
-        "the lessons that cannot be dropped (all but course_map.DROPPABLE) do not fit in two days"
-    )
+    return _first_plan_that_fits(2, True, (), DROPPABLE, DROPPABLE)
