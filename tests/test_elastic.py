@@ -3,7 +3,7 @@
 Two ways to lose one of 2 workers while ``train_elastic`` runs 8 epochs:
 
 * a host leaves: the hosts file goes from ``localhost:2`` to ``localhost:1`` during epoch 2 (here);
-* a worker is killed (SIGKILL at step 25; lesson 11 makes this run and asserts the same of it, so
+* a worker is killed (SIGKILL at step 25; lesson 10 makes this run and asserts the same of it, so
   the book's build checks it). One machine is listed under two names (``localhost:1``,
   ``127.0.0.1:1``): Horovod blacklists the host of a failed worker, and with a single name that is
   the whole machine, so the job would stop (see the lesson).

@@ -6,7 +6,7 @@ the weights and optimizer state saved then, on every rank from its first step, a
 weights of a run that was never interrupted (same seeds, same data order), identical on both ranks.
 The custom-loop trainer (train_tape) and the PyTorch ones (train_torch_hvd under mpirun,
 train_torch_ddp under torchrun) are checked here. The Keras trainer's (train_hvd) same three runs are
-made by lesson 11 (Fault tolerance), whose cells assert all of this of them (the killed run ends by
+made by lesson 10 (Fault tolerance), whose cells assert all of this of them (the killed run ends by
 itself naming rank 1 after the checkpoints of epochs 1 and 2; the resumed run starts at epoch 3, rank 0
 alone restores epoch 2's state, every rank's first step holds it, the step count goes on, the end is
 what rank 0 saved last and bit-identical to the uninterrupted run): the book's build fails otherwise.

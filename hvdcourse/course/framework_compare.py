@@ -55,7 +55,7 @@ FRAMEWORKS = {
         Framework("torch-ddp", "PyTorch DDP", "hvdcourse.examples.train_torch_ddp", "torchrun"),
     )
 }
-# the peers of lesson 15 (Horovod and Ray Train, side by side); lesson 13 runs FRAMEWORKS only
+# the peers of lesson 15 (Horovod and Ray Train, side by side); lesson 09 runs FRAMEWORKS only
 SIDE_BY_SIDE = {
     f.key: f
     for f in (

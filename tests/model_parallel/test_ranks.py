@@ -111,7 +111,7 @@ def test_zero1_halves_the_optimizer_state_per_rank_on_2_ranks():
 
 def test_measured_bubble_shrinks_with_more_micro_batches():
     # Asserted on the step replayed with each operation's measured compute (CPU) time, which other
-    # work on the machine does not change; the wall-clock idle share ("measured", what lesson 12
+    # work on the machine does not change; the wall-clock idle share ("measured", what lesson 13
     # plots) also counts the time a stage was descheduled, so it is reported, not asserted.
     (record, _) = run_check(
         "bubble", "--micro-batches", "1", "8", "--width", "256", "--batch", "256"

@@ -89,9 +89,9 @@ DROPPABLE = (
     "10_fault_tolerance",
     "09_pytorch",
 )
-# One day cannot hold lessons 01-08 with a pause every 90 minutes: their 412 minutes need five
-# stretches, so lunch and three breaks, 517 minutes in a day of 510. The one-day plan also leaves
-# these to self-study, in this order, until the rest fits: no lesson of 01-08 needs performance (07).
+# One day cannot hold lessons 01-08 with a pause every 90 minutes (their minutes need lunch and three
+# breaks, more than the day has). The one-day plan also leaves these to self-study, in this order,
+# until the rest fits: no other lesson of 01-08 needs performance (07).
 ONE_DAY_DROPPABLE = ("07_performance",)
 # The learner's first own distributed run: in the exercises of Horovod's design (04) the learner
 # writes Horovod calls and runs them on the 2 MPI ranks the page started (`%%px` engines: exercise

@@ -16,8 +16,8 @@ what myst-nb keeps per document in the Sphinx environment and shows with ``{nb-e
 
 Lesson numbers: a lesson's title carries the number of its file (``notebooks/05_conversion`` is
 "5. Converting ..."), in the page, the sidebar and every link to it, so that "lesson 5" means the same
-in the book, the instructor guide and the folder; the files keep their names and ``_toc.yml`` its
-order (an elective such as lesson 12 sits where its prerequisites are taught).
+in the book, the instructor guide and the folder; the files are numbered in ``_toc.yml``'s order,
+in which every lesson comes after its prerequisites (tests/book/test_lesson_order.py).
 
 And one re-reading rule (see ``hvdcourse.course.book.book_build``): the pages that myst-nb executed with
 ``execution_mode: force`` (their header says so: the intro and the instructor guide print the course
