@@ -74,9 +74,8 @@ _EXERCISE_TIME = re.compile(r"Time:\s*(\d+)\s*minutes")
 _EXERCISE_LINK = re.compile(r"exercises/(ex\d\d_\w+)\.ipynb")
 # an exercise whose source's opening line (``*Lesson: ... (advanced) ...*``) marks it advanced
 _ADVANCED = re.compile(r"^\*Lesson:[^\n]*\(advanced\)", re.M)
-# Lessons an instructor can drop, first dropped first: each works as self-study and the book's later
-# lessons are in the same list, so that dropping a prefix never drops a prerequisite of a kept lesson
-# (check_order): monitoring (11) needs fault tolerance (10); Ray Train (15) needs PyTorch (09),
+# Lessons an instructor can drop, first dropped first: each works as self-study, and the order is
+# such that dropping a prefix never drops a prerequisite of a kept lesson (check_order): monitoring (11) needs fault tolerance (10); Ray Train (15) needs PyTorch (09),
 # beyond Horovod (14, `train_mwms`) and fault tolerance (10). The one-day plan drops them all; the
 # two-day plan drops them in this order until the rest fits.
 DROPPABLE = (
@@ -99,8 +98,8 @@ ONE_DAY_DROPPABLE = ("07_performance",)
 # Lesson 03 runs the course's own ring on those engines before; lesson 05 is the first training
 # script. Both plans must end this lesson's page (teaching and exercises) before lunch on day 1.
 FIRST_OWN_RUN = "04_horovod_design"
-# A teaching day: 09:00 to 17:30. Lunch (an hour) at the first lesson boundary after 12:00 once the
-# first own run is done, and a 15-minute break wherever the next block would make more than 90
+# A teaching day: 09:00 to 17:30. Lunch (an hour) at the first block boundary after 12:00 once the
+# first own run is done (or before a block that would end after 13:15), and a 15-minute break wherever the next block would make more than 90
 # minutes without a pause. A lesson's graded notebooks are a block of their own, so that a pause can
 # fall between the page and them.
 DAY = {
