@@ -145,3 +145,18 @@ def test_notebook_whose_source_was_removed_is_deleted(tmp_path):
         str(tmp_path / "src"), str(tmp_path / "ex"), str(tmp_path / "sol")
     )
     assert not os.path.exists(tmp_path / "ex" / "ex98_test.ipynb")
+
+
+def test_every_name_the_notebooks_read_from_checks_exists():
+    # A name the notebooks use but checks.py lost (an import a linter took for unused) fails every
+    # notebook that reads it only when the notebook runs; this finds it in a second.
+    import re
+
+    from hvdcourse.course.exercises import checks
+
+    used = set()
+    sources = os.path.join(paths.ROOT, "exercises", "source")
+    for name in os.listdir(sources):
+        if name.endswith(".md"):
+            used |= set(re.findall(r"\bchecks\.(\w+)", open(os.path.join(sources, name)).read()))
+    assert used and not [n for n in sorted(used) if not hasattr(checks, n)]

@@ -24,6 +24,11 @@ from hvdcourse.course.exercises import (
 )
 from hvdcourse.course.exercises.paths import grading
 
+# Re-exported: the learner notebooks call checks.data_path, checks.show_buggy_script and read
+# checks.BUG_KINDS (exercises 08, 09 and 11), so these names are part of this module's interface.
+from hvdcourse.course.exercises.checks_tools import BUG_KINDS, show_buggy_script  # noqa: F401
+from hvdcourse.course.exercises.paths import data_path  # noqa: F401
+
 
 @dataclass(frozen=True)
 class Exercise:
