@@ -110,7 +110,7 @@ CONSTANTS = {
     # Horovod's fusion buffer and DDP's first bucket: their defaults
     "notebooks/09_pytorch.md": {"128 MiB", "1 MiB"},
     # the memory of the source's GPUs (Titan RTX, V100)
-    "notebooks/15_ray_train.md": {"24 GB", "32 GB"},
+    "book/errata.md": {"24 GB", "32 GB"},
     # the memory to give a container's Linux VM (a recommendation)
     "book/setup.md": {"8 GB"},
 }

@@ -119,7 +119,7 @@ def horovod_ray_table():
 def count_source_models() -> list:
     """Parameters and layers of the Horovod-and-Ray benchmark's models (and the VGG16 it could not
     fit), counted on Keras' own definitions built with ``weights=None`` (nothing is downloaded)
-    (lesson: Horovod and Ray Train, side by side).
+    (lesson: What the source documents get wrong).
 
     One row per model: ``params``; ``conv`` (convolutions, depthwise ones included),
     ``shortcut_conv`` (of them, ResNet's 1x1 projections on the shortcut paths), ``dense``,
