@@ -65,7 +65,10 @@ def evaluate(model, images, labels, batch_size: int = 256, reduce_sum=None) -> d
             total_loss += float(loss(logits, y)) * len(y)
             correct += float((logits.argmax(dim=1) == y).sum())
     model.train()
-    sums = torch.tensor([total_loss, correct, float(len(labels))], dtype=torch.float64)
+    # on the model's device: DDP's NCCL backend reduces GPU tensors only
+    sums = torch.tensor(
+        [total_loss, correct, float(len(labels))], dtype=torch.float64, device=device
+    )
     if reduce_sum is not None:
         sums = reduce_sum(sums)
     total_loss, correct, count = (float(v) for v in sums)

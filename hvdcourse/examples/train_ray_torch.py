@@ -117,7 +117,8 @@ def train_loop(config: dict) -> None:
                 optimizer.step()
                 epoch_loss += loss.item()
                 torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
-        mean_loss = torch.tensor(epoch_loss / steps)
+        # DDP: on the worker's device (NCCL reduces GPU tensors only)
+        mean_loss = torch.tensor(epoch_loss / steps, device=device)
         dist.all_reduce(mean_loss)  # DDP: the loss summed over ranks, then divided below
         if rank == 0:
             print(

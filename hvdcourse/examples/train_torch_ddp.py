@@ -96,7 +96,8 @@ def main(argv=None, callbacks=()) -> int:
                 optimizer.step()  # DDP: gradients are already averaged when backward() returns
                 epoch_loss += loss.item()
                 torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
-        mean_loss = torch.tensor(epoch_loss / steps)
+        # DDP: on the rank's device (NCCL reduces GPU tensors only)
+        mean_loss = torch.tensor(epoch_loss / steps, device=device)
         dist.all_reduce(mean_loss)  # DDP: the loss summed over ranks, then divided below
         if rank == 0:  # DDP: log and save on rank 0 only (others would corrupt the file)
             print(
