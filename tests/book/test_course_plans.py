@@ -7,7 +7,11 @@ import pytest
 
 from hvdcourse.course.book import course_map
 
-PLANS = {"one day": course_map.one_day_plan, "two days": course_map.two_day_plan}
+PLANS = {
+    "one day": course_map.one_day_plan,
+    "two days": course_map.two_day_plan,
+    "two days, PyTorch track": lambda: course_map.two_day_plan(track="pytorch"),
+}
 PAUSES = ("(break)", "(lunch)")
 
 
@@ -84,3 +88,57 @@ def test_the_generator_refuses_a_first_own_run_after_lunch(monkeypatch):
     monkeypatch.setattr(course_map, "FIRST_OWN_RUN", "06_timeline")
     with pytest.raises(ValueError, match="first own distributed run .* before lunch on day 1"):
         course_map.two_day_plan()
+
+
+# ------------------------------------------------------------------- the PyTorch track (two days)
+
+
+@pytest.fixture(scope="module")
+def tracks():
+    return {track: course_map.two_day_plan(track=track) for track in course_map.TRACKS}
+
+
+def test_pytorch_track_teaches_exercise_15_in_class_on_a_day(tracks):
+    plan = tracks["pytorch"]
+    minutes_of_15 = dict(course_map.graded_exercises()[course_map.PYTORCH_LESSON])
+    row = next(r for r in plan.to_dict("records") if r["lesson"].startswith(title_of("09_pytorch")))
+    assert (
+        row["day"] in (1, 2) and row["graded exercises"] == minutes_of_15["ex15_torch_conversion"]
+    )
+    assert "ex15_torch_conversion" in plan.attrs["in_class"]
+    assert "ex15_torch_conversion" in tracks["keras"].attrs["homework"]
+
+
+def test_pytorch_track_teaches_lesson_09_right_after_the_conversion_and_before_exercise_15(tracks):
+    rows = [r["lesson"] for r in tracks["pytorch"].to_dict("records") if r["lesson"] not in PAUSES]
+    conversion, pytorch = title_of("05_conversion"), title_of("09_pytorch")
+    last_of_conversion = max(i for i, t in enumerate(rows) if t.startswith(conversion))
+    assert rows[last_of_conversion + 1] == pytorch, rows
+    # exercise 15 is on the page's row, or on a "(graded exercises)" row after it
+    assert all(not t.startswith(pytorch) for t in rows[: last_of_conversion + 1])
+
+
+def test_pytorch_track_leaves_the_keras_only_exercises_as_homework(tracks):
+    plan = tracks["pytorch"]
+    assert not set(course_map.KERAS_ONLY_EXERCISES) & set(plan.attrs["in_class"])
+    in_class_keras = set(tracks["keras"].attrs["in_class"]) - set(course_map.KERAS_ONLY_EXERCISES)
+    assert in_class_keras <= set(plan.attrs["in_class"]), "a framework-free exercise left the class"
+
+
+def test_pytorch_track_keeps_the_day_structure(tracks):
+    def days(plan):
+        return {r["lesson"]: r["day"] for r in plan.to_dict("records") if r["lesson"] not in PAUSES}
+
+    keras, pytorch = days(tracks["keras"]), days(tracks["pytorch"])
+    moved = {
+        t: (keras[t], pytorch.get(t))
+        for t in keras
+        if not t.startswith(title_of("09_pytorch")) and pytorch.get(t, keras[t]) != keras[t]
+    }
+    assert not moved, f"lessons on another day in the PyTorch track: {moved}"
+    assert pytorch[title_of("09_pytorch")] == pytorch[title_of("05_conversion")] == 1
+
+
+def test_an_unknown_track_is_refused():
+    with pytest.raises(ValueError, match="unknown track 'jax'"):
+        course_map.two_day_plan(track="jax")

@@ -112,6 +112,36 @@ DAY = {
 }
 
 
+# The tracks of the two-day plan. "keras", the default, follows the book. "pytorch", for a class that
+# trains with PyTorch: the same days (foundations and the conversion on day 1, the tools on day 2), but
+# the PyTorch lesson and its graded exercise (15) are taught right after the conversion lesson, and
+# the graded exercises that drill Keras' own API (KERAS_ONLY_EXERCISES) are homework.
+TRACKS = ("keras", "pytorch")
+PYTORCH_LESSON = "09_pytorch"
+# Keras-only: the learner writes a Keras script's Horovod lines (5: `compile`, `fit` and its
+# callbacks), Keras callbacks (6: `LearningRateWarmupCallback`, 7: `MetricAverageCallback`,
+# `ModelCheckpoint`) or names the bugs of a Keras script by its callbacks' arguments (11). The others
+# practise Horovod's collectives, sharding, the timeline, scaling and Slurm, whatever the framework.
+KERAS_ONLY_EXERCISES = (
+    "ex05_conversion",
+    "ex06_lr_warmup",
+    "ex07_rank0_checkpoints",
+    "ex11_find_the_bug",
+)
+
+
+def track_order(track: str = "keras") -> list:
+    """The lessons in the order a track teaches them: the book's (``_toc.yml``), but for the PyTorch
+    track, which moves :data:`PYTORCH_LESSON` right after the conversion lesson (05)."""
+    if track not in TRACKS:
+        raise ValueError(f"unknown track {track!r}: choose one of {', '.join(TRACKS)}")
+    order = [row["lesson"] for row in lessons()]
+    if track == "pytorch":
+        order.remove(PYTORCH_LESSON)
+        order.insert(order.index("05_conversion") + 1, PYTORCH_LESSON)
+    return order
+
+
 class PlanDoesNotFit(ValueError):
     """The lessons do not fit in the days given (drop lessons: :data:`DROPPABLE`)."""
 
@@ -156,22 +186,30 @@ def advanced_exercises() -> set:
     }
 
 
-def lesson_blocks(graded: bool = True, drop=(), homework=()) -> list:
-    """Minutes per lesson: teaching, the page's exercises, the live demo (the page's measured execution
-    time, rounded up to whole minutes) and, if ``graded``, its graded exercise notebooks (but for the
-    advanced ones, :func:`advanced_exercises`, and those of the lessons in ``homework``, which
-    learners do after class)."""
+def after_class_exercises(track: str = "keras") -> set:
+    """The graded exercises that no plan of ``track`` teaches in class: the advanced ones and, in the
+    PyTorch track, :data:`KERAS_ONLY_EXERCISES`."""
+    return advanced_exercises() | (set(KERAS_ONLY_EXERCISES) if track == "pytorch" else set())
+
+
+def lesson_blocks(graded: bool = True, drop=(), homework=(), track: str = "keras") -> list:
+    """Minutes per lesson, in the ``track``'s order (:func:`track_order`): teaching, the page's
+    exercises, the live demo (the page's measured execution time, rounded up to whole minutes) and,
+    if ``graded``, its graded exercise notebooks (but for the advanced ones,
+    :func:`advanced_exercises`, those of the lessons in ``homework``, and, in the PyTorch track,
+    :data:`KERAS_ONLY_EXERCISES`, which learners do after class)."""
     recorded = json.load(open(TIMES))["lessons"] if os.path.isfile(TIMES) else {}
     notebooks = graded_exercises() if graded else {}
-    advanced = advanced_exercises() if graded else set()
+    after_class = after_class_exercises(track) if graded else set()
+    by_name = {row["lesson"]: row for row in lessons()}
     blocks = []
-    for row in lessons():
+    for row in (by_name[name] for name in track_order(track)):
         if row["lesson"] in drop:
             continue
         seconds = recorded.get(row["lesson"])
         demo = math.ceil(seconds / 60) if seconds else 0  # whole minutes, rounded up
         in_class = [] if row["lesson"] in homework else notebooks.get(row["lesson"], [])
-        extra = sum(minutes for name, minutes in in_class if name not in advanced)
+        extra = sum(minutes for name, minutes in in_class if name not in after_class)
         blocks.append(
             {
                 **row,
@@ -261,15 +299,18 @@ def _segments(blocks):
             yield block, "graded", block["graded_min"]
 
 
-def day_plan(days: int, graded: bool = True, drop=(), homework=()):
+def day_plan(days: int, graded: bool = True, drop=(), homework=(), track: str = "keras"):
     """A schedule of the lessons over ``days`` teaching days (:data:`DAY`), as a DataFrame with one row
     per lesson or pause (a lesson's graded notebooks get a row of their own when a pause or the night
     falls between them and the page). A block that does not fit in what is left of a day starts the
     next day.
 
-    ``plan.attrs``: ``lessons``, the lessons in plan order; ``first_own_run``, the day and the end of
-    :data:`FIRST_OWN_RUN`'s page and the start of that day's lunch; ``longest_stretch_min``, the
-    longest time taught without a pause. Raises :class:`PlanDoesNotFit` when the lessons do not fit
+    ``track`` (:data:`TRACKS`) orders the lessons (:func:`track_order`) and picks the graded
+    notebooks taught in class (:func:`lesson_blocks`).
+
+    ``plan.attrs``: ``track``; ``lessons``, the lessons in plan order; ``first_own_run``, the day
+    and the end of :data:`FIRST_OWN_RUN`'s page and the start of that day's lunch;
+    ``longest_stretch_min``, the longest time taught without a pause. Raises :class:`PlanDoesNotFit` when the lessons do not fit
     in ``days`` days, and ValueError when the plan breaks a rule (:func:`check_plan`)."""
     import pandas as pd
 
@@ -288,7 +329,7 @@ def day_plan(days: int, graded: bool = True, drop=(), homework=()):
         now, stretch, previous = now + length, 0, None
 
     for block, kind, minutes in _segments(
-        lesson_blocks(graded=graded, drop=drop, homework=homework)
+        lesson_blocks(graded=graded, drop=drop, homework=homework, track=track)
     ):
         if minutes > DAY["max_stretch"]:
             raise ValueError(
@@ -334,7 +375,8 @@ def day_plan(days: int, graded: bool = True, drop=(), homework=()):
         if kind == "page" and block["lesson"] == FIRST_OWN_RUN and first_run is None:
             first_run = (day, now)
     plan = pd.DataFrame(rows)
-    plan.attrs["lessons"] = [row["lesson"] for row in lessons() if row["lesson"] not in drop]
+    plan.attrs["track"] = track
+    plan.attrs["lessons"] = [lesson for lesson in track_order(track) if lesson not in drop]
     day_one_lunch = next(
         (r["starts"] for r in rows if r["day"] == 1 and r["lesson"] == "(lunch)"), None
     )
@@ -402,13 +444,13 @@ def check_plan(plan, drop=()) -> None:
     check_order(plan.attrs["lessons"], dropped=drop)
 
 
-def _first_plan_that_fits(days, graded, drop, droppable, homework):
+def _first_plan_that_fits(days, graded, drop, droppable, homework, track="keras"):
     """The plan of ``days`` days without ``drop`` and the shortest prefix of ``droppable`` that lets
     the rest fit; ``plan.attrs["self_study"]`` lists every lesson left out."""
     for count in range(len(droppable) + 1):
         left_out = tuple(drop) + tuple(droppable[:count])
         try:
-            plan = day_plan(days, graded=graded, drop=left_out, homework=homework)
+            plan = day_plan(days, graded=graded, drop=left_out, homework=homework, track=track)
         except PlanDoesNotFit:
             continue
         plan.attrs["self_study"] = list(left_out)
@@ -426,12 +468,33 @@ def one_day_plan():
     return _first_plan_that_fits(1, False, DROPPABLE, ONE_DAY_DROPPABLE, ())
 
 
-def two_day_plan():
+def two_day_plan(track: str = "keras"):
     """The two-day course: every lesson that fits, with its page's exercises and its graded notebooks
     (the advanced ones, :func:`advanced_exercises`, as homework).
 
     The self-study lessons (:data:`DROPPABLE`) that are taught have their graded notebooks as
     homework; when the lessons do not all fit, self-study lessons are left out in the order of
     :data:`DROPPABLE` until the rest fits. ``plan.attrs["self_study"]`` lists those left out.
+
+    ``track="pytorch"``: the same days for a class that trains with PyTorch: the PyTorch lesson
+    (:data:`PYTORCH_LESSON`) right after the conversion lesson, never dropped, with its graded
+    exercise in class; :data:`KERAS_ONLY_EXERCISES` are homework. ``plan.attrs["in_class"]`` and
+    ``plan.attrs["homework"]`` list the graded exercises of the taught lessons, in plan order, done
+    in class and after class.
     """
-    return _first_plan_that_fits(2, True, (), DROPPABLE, DROPPABLE)
+    if track not in TRACKS:
+        raise ValueError(f"unknown track {track!r}: choose one of {', '.join(TRACKS)}")
+    droppable = tuple(
+        lesson for lesson in DROPPABLE if track == "keras" or lesson != PYTORCH_LESSON
+    )
+    plan = _first_plan_that_fits(2, True, (), droppable, droppable, track)
+    graded = graded_exercises()
+    taught = [
+        (lesson, name) for lesson in plan.attrs["lessons"] for name, _ in graded.get(lesson, [])
+    ]
+    after_class = after_class_exercises(track)
+    plan.attrs["in_class"] = [
+        name for lesson, name in taught if lesson not in droppable and name not in after_class
+    ]
+    plan.attrs["homework"] = [name for _, name in taught if name not in plan.attrs["in_class"]]
+    return plan
