@@ -157,3 +157,13 @@ def test_a_planted_past_reference_in_a_lesson_is_found():
     assert [label for label, _ in past_references(planted, later_labels("05_conversion"))] == [
         "fault-tolerance"
     ]
+
+
+def test_the_lessons_a_plan_can_leave_to_self_study_say_so_in_their_overview():
+    optional = set(course_map.DROPPABLE) | set(course_map.ONE_DAY_DROPPABLE)
+    marked = {
+        lesson
+        for lesson, text in course_map.lesson_texts().items()
+        if "**Optional**:" in text.split(":::{admonition} Overview", 1)[1].split("\n:::", 1)[0]
+    }
+    assert marked == optional, {"unmarked": optional - marked, "never dropped": marked - optional}
