@@ -61,3 +61,11 @@ def test_one_rank_is_reported_as_no_link_with_the_command_for_several_nodes():
 def test_bandwidth_options_without_the_check_are_a_usage_error():
     with pytest.raises(UsageError, match="go with --allreduce-bandwidth"):
         envcheck.check(["--sizes", "4K"])
+
+
+def test_a_slow_rate_keeps_three_significant_digits_and_no_exponent():
+    from hvdcourse.course.bandwidth import format_gbps
+
+    assert format_gbps(4096 / 8278.8e-6) == "0.000495"  # 4 KiB in 8.3 ms on a loaded machine
+    assert format_gbps(0.05e9) == "0.0500" and format_gbps(12.3456e9) == "12.346"
+    assert format_gbps(0.0) == "0.000"

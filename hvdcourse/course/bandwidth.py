@@ -22,6 +22,7 @@ operations), otherwise in host memory (Horovod's MPI or Gloo operations, whichev
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -136,6 +137,14 @@ def measure(sizes=DEFAULT_SIZES, iters: int = DEFAULT_ITERS, warmup: int = DEFAU
     }
 
 
+def format_gbps(bytes_per_second: float) -> str:
+    """GB/s with at least three significant digits and no exponent: a slow link (or a loaded
+    machine) must not print a measured rate as 0.000."""
+    gbps = bytes_per_second / 1e9
+    decimals = 3 if gbps >= 0.1 or gbps <= 0 else min(9, 2 - math.floor(math.log10(gbps)))
+    return f"{gbps:.{decimals}f}"
+
+
 def report_lines(result: dict) -> list:
     """What rank 0 prints: the run, one line per size (nccl-tests' columns), the fitted model."""
     ranks = result["ranks"]
@@ -147,7 +156,8 @@ def report_lines(result: dict) -> list:
     ]
     for size, seconds, algbw, busbw in result["rows"]:
         lines.append(
-            f"  {format_size(size):>10} {seconds * 1e6:12.1f} {algbw / 1e9:13.3f} {busbw / 1e9:13.3f}"
+            f"  {format_size(size):>10} {seconds * 1e6:12.1f} {format_gbps(algbw):>13} "
+            f"{format_gbps(busbw):>13}"
         )
     fit = fit_ring_model([r[0] for r in result["rows"]], [r[1] for r in result["rows"]], ranks)
     if fit is None:
@@ -158,7 +168,7 @@ def report_lines(result: dict) -> list:
     else:
         alpha, beta = fit
         rate = (
-            f"{1 / beta / 1e9:.3f} GB/s"
+            f"{format_gbps(1 / beta)} GB/s"
             if beta
             else "not resolved (the times do not grow with the size: add larger sizes)"
         )
