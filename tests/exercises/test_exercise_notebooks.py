@@ -7,10 +7,9 @@ import sys
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from hvdcourse.course.exercises import paths
-from hvdcourse.runtime.mpienv import launch_env
+from hvdcourse.course.exercises.timing import execute_notebook
 
 NAMES = sorted(f[:-6] for f in os.listdir(paths.SOLUTIONS_DIR) if f.endswith(".ipynb"))
 
@@ -22,17 +21,7 @@ from grading_samples import GRADED_SOLUTIONS  # noqa: E402
 
 def execute(path, folder):
     """Run every cell (errors kept in the outputs); return the executed notebook."""
-    nb = nbformat.read(path, as_version=4)
-    env = launch_env({"MPLBACKEND": "Agg", "IPYTHONDIR": os.path.join(folder, ".ipython")})
-    client = NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": folder}},
-    )
-    client.execute(env=env)
-    return nb
+    return execute_notebook(nbformat.read(path, as_version=4), folder)
 
 
 def check_cells(nb):

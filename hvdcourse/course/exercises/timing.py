@@ -207,14 +207,31 @@ def estimate(count: dict, run_s: float, rates: dict = RATES) -> dict:
 # ------------------------------------------------------------------------------------ running
 
 
-def run_solution(stem: str, solutions_dir: str = paths.SOLUTIONS_DIR) -> dict:
-    """Execute the solution notebook ``stem`` as tests/exercises/test_exercise_notebooks.py does (a
-    fresh kernel in an empty folder, the course's MPI environment); return its wall seconds (kernel
-    start included), the seconds of its check cells, and whether every check passed."""
-    import nbformat
+def execute_notebook(nb, folder: str, **hooks):
+    """Run every cell of ``nb`` in a fresh kernel in ``folder`` with the course's MPI environment,
+    errors kept in the outputs (the exercise tests and :func:`run_solution` run notebooks this one
+    way); ``hooks`` are nbclient's (``on_cell_start``, ``on_cell_executed``). Returns ``nb``."""
     from nbclient import NotebookClient
 
     from hvdcourse.runtime.mpienv import launch_env
+
+    env = launch_env({"MPLBACKEND": "Agg", "IPYTHONDIR": os.path.join(folder, ".ipython")})
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": folder}},
+        **hooks,
+    ).execute(env=env)
+    return nb
+
+
+def run_solution(stem: str, solutions_dir: str = paths.SOLUTIONS_DIR) -> dict:
+    """Execute the solution notebook ``stem`` as the exercise tests do (:func:`execute_notebook`);
+    return its wall seconds (kernel start included), the seconds of its check cells, and whether
+    every check passed."""
+    import nbformat
 
     nb = nbformat.read(os.path.join(solutions_dir, stem + ".ipynb"), as_version=4)
     cell_seconds = {}
@@ -227,18 +244,8 @@ def run_solution(stem: str, solutions_dir: str = paths.SOLUTIONS_DIR) -> dict:
         cell_seconds[cell_index] = time.monotonic() - started.get(cell_index, time.monotonic())
 
     with tempfile.TemporaryDirectory(prefix=f"hvdcourse-timing-{stem}-") as folder:
-        env = launch_env({"MPLBACKEND": "Agg", "IPYTHONDIR": os.path.join(folder, ".ipython")})
-        client = NotebookClient(
-            nb,
-            timeout=600,
-            kernel_name="python3",
-            allow_errors=True,
-            resources={"metadata": {"path": folder}},
-            on_cell_start=on_start,
-            on_cell_executed=on_executed,
-        )
         begin = time.monotonic()
-        client.execute(env=env)
+        execute_notebook(nb, folder, on_cell_start=on_start, on_cell_executed=on_executed)
         wall = time.monotonic() - begin
     checks = [
         i
