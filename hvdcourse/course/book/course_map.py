@@ -160,7 +160,7 @@ def graded_exercises() -> dict:
             found = _EXERCISE_TIME.search(open(os.path.join(EXERCISE_SOURCES, name)).read())
             planned[name[:-3]] = int(found.group(1)) if found else 0
     texts = lesson_texts()
-    by_label = {label: lesson for lesson, text in texts.items() for label in _LABEL.findall(text)}
+    by_label = labels()
     where = {}
     for lesson, text in texts.items():
         for line in text.splitlines():
