@@ -64,6 +64,8 @@ def test_printed_metrics_reads_a_keras_epoch_line():
 
 
 def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp_path):
+    """(The same tiny run takes the warm-up schedule and the batch-normalisation study through the
+    lab's code, which the "going further" page reads from a record of the full lab.)"""
     import json
     import sys
 
@@ -79,7 +81,7 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
             "--out",
             str(out),
             "--configs",
-            "unscaled",
+            "scaled+warmup",
             "--seeds",
             "1",
             "--epochs",
@@ -88,13 +90,18 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
             "3",
             "--no-memory",
             "--metric-views",
+            "--batch-norm-batches",
+            "2",
         ],
         np=2,
         launcher="gloo",
         timeout=300,
     )
     assert run.ok, run.output[-3000:]
-    views = json.load(open(out))["metric_views"]
+    written = json.load(open(out))
+    assert {(r["config"], r["epoch"]) for r in written["epochs"]} == {("scaled+warmup", 1)}
+    assert sorted(row["rank"] for row in written["batch_norm"]) == [0, 1]
+    views = written["metric_views"]
     own, averaged = views["own"], views["averaged"]
     assert own[0]["loss"] != own[1]["loss"]
     assert averaged["loss"] == pytest.approx((own[0]["loss"] + own[1]["loss"]) / 2, rel=1e-6)

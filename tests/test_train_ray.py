@@ -1,6 +1,11 @@
 """The Ray Train scripts: 2 workers train the course's model (MWMS under TensorflowTrainer, DDP under
 TorchTrainer), the driver reports test accuracy, time and images/s once, and no process of the Ray
-instance the script started (raylet, GCS server, ``ray::`` workers) is left when it returns."""
+instance the script started (raylet, GCS server, ``ray::`` workers) is left when it returns.
+
+The TensorFlow script's 2-worker run is lesson 15's live run in the book build, whose cell asserts
+the same of it (2 workers, identical weights, one report per epoch then the final one, accuracy above
+chance, images/s), and a Ray process it left would fail the session's leftover check: running it here
+as well would cost CI another 90 s for the same checks. The PyTorch script runs here."""
 
 import os
 import subprocess
@@ -35,7 +40,7 @@ def ray_processes(marker: str) -> list:
     return found
 
 
-@pytest.fixture(scope="module", params=sorted(SCRIPTS))
+@pytest.fixture(scope="module", params=["torch"])  # "tf": lesson 15 (above)
 def ray_run(request, tmp_path_factory):
     cwd = str(tmp_path_factory.mktemp(f"ray-{request.param}"))
     folder, marker = results.new_folder(), uuid.uuid4().hex
