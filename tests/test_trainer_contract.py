@@ -1,6 +1,7 @@
 """Every trainer in hvdcourse/examples keeps the contract written in hvdcourse/examples/__init__.py:
 ``main(argv=None, callbacks=()) -> int``, the shared option names, the shared metrics record and
-the one restore (training.restore_together). Static checks plus ``--help``: no training is run."""
+the one restore (training.resume_from_checkpoint). Static checks plus ``--help``: no training is
+run."""
 
 import argparse
 import contextlib
@@ -75,7 +76,7 @@ def test_trainer_restores_only_through_the_shared_restore(name):
     # the broadcast of the restored state is in training.py
     assert "broadcast_variables(checkpoint" not in text
     if "EpochCheckpoint" in text:
-        assert "training.restore_together(" in text
+        assert "training.resume_from_checkpoint(" in text
 
 
 @pytest.mark.parametrize("name", TRAINERS)
@@ -84,15 +85,16 @@ def test_trainer_writes_the_shared_metrics_record(name):
     # a trainer that runs another one in its workers (train_ray_hvd: train_hvd.main) passes on its record
     runs = re.search(r"\b(train_\w+)\.main\(", text)
     made = source(runs.group(1)) if runs else text
-    # metrics_record also reports the record to the launcher (run_ranks' results)
-    assert "training.metrics_record(" in made and "training.write_metrics(" in text
+    # report_final_metrics (also through finish) reports the record to the launcher (run_ranks' results)
+    assert re.search(r"training\.(finish|report_final_metrics)\(", made)
+    assert re.search(r"training\.(finish|write_metrics)\(", text)
 
 
 @pytest.mark.parametrize("name", TRAINERS)
-def test_trainer_runs_as_a_command_through_run_main(name):
+def test_trainer_runs_as_a_command_through_run_trainer(name):
     assert re.search(
-        r'if __name__ == "__main__":\n\s+from hvdcourse.examples.cli import run_main\n\n'
-        r"\s+sys.exit\(run_main\(main\)\)",
+        r'if __name__ == "__main__":\n\s+from hvdcourse.examples.cli import run_trainer\n\n'
+        r"\s+sys.exit\(run_trainer\(main\)\)",
         source(name),
     )
 

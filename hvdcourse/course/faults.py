@@ -433,9 +433,9 @@ def main(argv=None) -> int:
         raise UsageError(str(err)) from None
     if not hasattr(trainer, "main"):
         raise UsageError(f"module {args.module!r} has no main(argv, callbacks) function")
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    return run_main(trainer.main, args.args, callbacks=extra)
+    return run_trainer(trainer.main, args.args, callbacks=extra)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,19 @@ The trainers' contract (checked by ``tests/test_trainer_contract.py``; PyTorch t
   ``--batches-per-commit``). ``train_elastic`` keeps its state in memory and has no checkpoint or
   warm-up options.
 * The metrics record written by ``--metrics-json`` (rank 0 only) is
-  :func:`hvdcourse.examples.training.metrics_record`: ``loss``, ``accuracy``, ``examples`` on the
-  whole test set, ``workers``, ``weights_sha256``, plus trainer-specific keys after them.
+  :func:`hvdcourse.examples.training.report_final_metrics`' (also reported to the launcher):
+  ``loss``, ``accuracy``, ``examples`` on the whole test set, ``workers``, ``weights_sha256``, plus
+  trainer-specific keys after them. :func:`hvdcourse.examples.training.finish` makes, prints and
+  writes it in one call.
 * Checkpoints are :class:`hvdcourse.examples.training.EpochCheckpoint`, restored by ONE function,
-  :func:`hvdcourse.examples.training.restore_together` (rank 0 reads, the epoch or the error and then
-  the weights and optimizer state are broadcast before the first step).
+  :func:`hvdcourse.examples.training.resume_from_checkpoint` (rank 0 reads, the epoch or the error
+  and then the weights and optimizer state are broadcast before the first step).
 * Errors: library code raises :class:`hvdcourse.runtime.errors.CourseError` subclasses (``DataError``,
   ``CheckpointError``, ``UsageError``), never ``sys.exit``; the script ends with
-  ``sys.exit(run_main(main))`` (:func:`hvdcourse.examples.cli.run_main`), which prints
+  ``sys.exit(run_trainer(main))`` (:func:`hvdcourse.examples.cli.run_trainer`), which prints
   ``hvdcourse: error: ...`` once with exit code 2, or ``[hvdcourse] rank N failed: ...`` and the
   traceback for a crash.
 * Horovod's canonical order (init, pin the device, data, model, scale the learning rate,
-  DistributedOptimizer, callbacks, rank-0 checkpoints and logs) and a ``# Horovod:`` comment on or above every
-  distributed line: the lessons show these files.
+  DistributedOptimizer, callbacks, rank-0 checkpoints and logs) and a whole ``# Horovod:`` sentence
+  above every distributed line: the lessons show these files.
 """

@@ -125,8 +125,9 @@ def training_parser(
     return p
 
 
-def run_main(main, argv=None, **kwargs) -> int:
-    """Run a trainer's ``main(argv, **kwargs)`` as a command: the course's errors become one line.
+def run_trainer(main, argv=None, **kwargs) -> int:
+    """Run a trainer's ``main(argv, **kwargs)`` as a command: :func:`~hvdcourse.runtime.errors.run_cli`
+    plus a line naming the rank when the trainer crashes.
 
     A :class:`~hvdcourse.runtime.errors.CourseError` (a corrupt data file or checkpoint, a folder
     that cannot be written) is a problem for the user to fix, not a bug: one line

@@ -24,10 +24,12 @@ allreduce wait is measured inside the compiled training step: :func:`time_allred
 function through which Horovod's ``DistributedOptimizer`` (and ``DistributedGradientTape``) reduce the
 gradients with two clocks, one read once every local gradient exists and one once every averaged
 gradient does. A Keras callback cannot see that: it only sees whole steps. In PyTorch the step is
-Python code: :class:`TorchSteps` times ``optimizer.synchronize()`` between ``loss.backward()`` (whose
-hooks start the allreduces) and ``optimizer.step()``.
+Python code: :class:`TorchSteps` times ``optimizer.synchronize()``, which ``optimizer.step()`` calls
+after ``loss.backward()`` (whose hooks start the allreduces). Each trainer makes one call:
+:func:`serve_for_keras` or :func:`serve_for_torch`.
 
-Without ``--metrics-port`` nothing of this module is imported and nothing is measured.
+Without ``--metrics-port`` nothing here runs: ``prometheus_client`` is not imported and nothing
+is measured.
 """
 
 from __future__ import annotations
@@ -219,30 +221,63 @@ def keras_callback(metrics: RankMetrics, batch_size: int, allreduce_seconds=None
     return LiveMetrics()
 
 
-class TorchSteps(StepClock):
-    """The PyTorch trainers' live metrics: :meth:`step` in place of ``optimizer.step()``, and hooks
-    for :func:`hvdcourse.examples.torch_training.call_hooks` that record every step.
+def serve_for_keras(optimizer, base_port: int, rank: int, local_rank: int, batch_size: int):
+    """Serve this rank's metrics on ``base_port + local_rank``; return the Keras callback that records them.
 
+    ``optimizer``: Horovod's ``DistributedOptimizer``, before its first step, whose allreduce
+    :func:`time_allreduce` times.
+    """
+    metrics = serve(base_port, rank, local_rank)
+    return keras_callback(metrics, batch_size, time_allreduce(optimizer))
+
+
+def serve_for_torch(
+    optimizer,
+    loss_fn,
+    base_port: int,
+    rank: int,
+    local_rank: int,
+    batch_size: int,
+    steps_per_epoch: int,
+):
+    """Serve this rank's metrics on ``base_port + local_rank``; return the PyTorch trainers' callback
+    that records them (:class:`TorchSteps`)."""
+    return TorchSteps(
+        serve(base_port, rank, local_rank), batch_size, steps_per_epoch, optimizer, loss_fn
+    )
+
+
+class TorchSteps(StepClock):
+    """The PyTorch trainers' live metrics: a callback whose ``on_train_batch_begin``/``_end(step,
+    model, optimizer)`` record every step (:class:`hvdcourse.examples.torch_training.CallbackOptimizer`
+    calls them).
+
+    The loop is left as it is: ``optimizer`` (Horovod's ``DistributedOptimizer``) gets a timed
+    ``synchronize()``, which its ``step()`` calls to wait for the averaged gradients whose allreduces
+    ``loss.backward()`` started (in its hooks); a forward hook on ``loss_fn`` reads each step's loss.
     ``steps_per_epoch``: the loop's steps per epoch (global step ``k * steps_per_epoch`` begins an
     epoch). The loss served is this rank's running mean over the epoch, as Keras reports it.
     """
 
-    def __init__(self, metrics: RankMetrics, batch_size: int, steps_per_epoch: int):
+    def __init__(
+        self, metrics: RankMetrics, batch_size: int, steps_per_epoch: int, optimizer, loss_fn
+    ):
         super().__init__(metrics, batch_size)
         self.steps_per_epoch = steps_per_epoch
-        self.loss_sum, self.losses, self.wait = 0.0, 0, None
+        self.loss_sum, self.losses, self.wait, self.last_loss = 0.0, 0, None, None
+        synchronize = optimizer.synchronize
 
-    def step(self, optimizer, loss) -> None:
-        """``optimizer.step()`` of Horovod's ``DistributedOptimizer``, timing the wait for the
-        averaged gradients: ``loss.backward()`` has started their allreduces (in its hooks);
-        ``synchronize()`` waits for them, so that ``step()`` need not."""
-        start = time.perf_counter()
-        optimizer.synchronize()
-        self.wait = time.perf_counter() - start
-        with optimizer.skip_synchronize():
-            optimizer.step()
-        self.loss_sum += float(loss.detach())
-        self.losses += 1
+        def timed_synchronize():
+            start = time.perf_counter()
+            done = synchronize()
+            self.wait = time.perf_counter() - start
+            return done
+
+        optimizer.synchronize = timed_synchronize
+        loss_fn.register_forward_hook(self.loss_computed)
+
+    def loss_computed(self, loss_fn, inputs, loss) -> None:
+        self.last_loss = loss.detach()
 
     def on_train_batch_begin(self, step, model, optimizer):
         if step % self.steps_per_epoch == 0:
@@ -251,4 +286,8 @@ class TorchSteps(StepClock):
         self.step_begins()
 
     def on_train_batch_end(self, step, model, optimizer):
+        if self.last_loss is not None:
+            self.loss_sum += float(self.last_loss)
+            self.losses += 1
+            self.last_loss = None
         self.step_ends(self.loss_sum / self.losses if self.losses else None, self.wait)

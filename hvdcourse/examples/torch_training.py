@@ -12,7 +12,7 @@ import os
 import re
 import time
 
-from hvdcourse.examples.training import CheckpointError, report
+from hvdcourse.examples.training import CheckpointError, print_and_write, report
 
 
 def set_threads(threads: int, processes_on_node: int = 1) -> int:
@@ -109,12 +109,74 @@ def call_hooks(callbacks, event: str, step: int, model, optimizer) -> None:
 
     A PyTorch loop has no callback system of its own; the course's trainers accept objects with
     either method, called as ``hook(step, model, optimizer)`` (the fault injection and the state
-    probe of :mod:`hvdcourse.course.faults` are such objects).
+    probe of :mod:`hvdcourse.course.faults` are such objects). :class:`CallbackOptimizer` calls them
+    from inside ``zero_grad()`` and ``step()``.
     """
     for callback in callbacks:
         hook = getattr(callback, event, None)
         if hook is not None:
             hook(step, model, optimizer)
+
+
+class CallbackOptimizer:
+    """``optimizer`` with the trainers' per-step machinery inside its ``zero_grad()`` and ``step()``,
+    so that a training loop keeps PyTorch's four lines (zero_grad, forward and loss, backward, step).
+
+    ``zero_grad()`` begins step ``first_step + k`` (its k-th call): each callback's
+    ``on_train_batch_begin(step, model, optimizer)``, then the wrapped ``zero_grad()``; ``step()`` is
+    the wrapped ``step()``, then each callback's ``on_train_batch_end(step, model, optimizer)``
+    (:func:`call_hooks`; ``optimizer`` is the wrapped one). :attr:`timer` (:class:`EpochTimer`)
+    times each epoch of ``steps_per_epoch`` steps, from its first ``zero_grad()`` to its last
+    ``step()``, at ``images_per_step`` images a step. Anything else (``state_dict``,
+    ``param_groups``, Horovod's ``synchronize``) is the wrapped optimizer's.
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        model,
+        callbacks=(),
+        steps_per_epoch: int = 1,
+        images_per_step: int = 0,
+        first_step: int = 0,
+    ):
+        self.optimizer, self.model, self.callbacks = optimizer, model, list(callbacks)
+        self.steps_per_epoch, self.images_per_step = steps_per_epoch, images_per_step
+        self.step_number, self.timer, self.epoch_began = first_step, EpochTimer(), None
+
+    def zero_grad(self) -> None:
+        if self.epoch_began is None or self.step_number % self.steps_per_epoch == 0:
+            self.epoch_began = time.perf_counter()
+        call_hooks(
+            self.callbacks, "on_train_batch_begin", self.step_number, self.model, self.optimizer
+        )
+        self.optimizer.zero_grad()
+
+    def step(self, closure=None):
+        loss = self.optimizer.step() if closure is None else self.optimizer.step(closure)
+        call_hooks(
+            self.callbacks, "on_train_batch_end", self.step_number, self.model, self.optimizer
+        )
+        self.step_number += 1
+        if self.step_number % self.steps_per_epoch == 0:
+            seconds = time.perf_counter() - self.epoch_began
+            self.timer.epochs.append((seconds, self.steps_per_epoch * self.images_per_step))
+        return loss
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
+
+
+class LearningRateWarmup:
+    """A callback that sets the learning rate before every step: :func:`warmup_lr`, from
+    ``lr / workers`` up to ``lr`` over ``warmup_steps`` steps (the PyTorch twin of Horovod's Keras
+    ``LearningRateWarmupCallback``)."""
+
+    def __init__(self, lr: float, workers: int, warmup_steps: int):
+        self.lr, self.workers, self.warmup_steps = lr, workers, warmup_steps
+
+    def on_train_batch_begin(self, step, model, optimizer):
+        set_lr(optimizer, warmup_lr(self.lr, self.workers, step, self.warmup_steps))
 
 
 def optimizer_iterations(optimizer) -> int:
@@ -137,8 +199,9 @@ def training_state(model, optimizer) -> dict:
     }
 
 
-def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
-    """The final metrics of this worker, reported to the launcher (kind ``final``) and returned."""
+def report_final_metrics(evaluated: dict, workers: int, model, **extra) -> dict:
+    """The final metrics of this worker, reported to the launcher (kind ``final``) and returned: the
+    record of :func:`hvdcourse.examples.training.report_final_metrics`, with PyTorch's weights digest."""
     from hvdcourse.examples.torch_model import weights_digest
 
     record = {
@@ -149,6 +212,16 @@ def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
     }
     report("final", record)
     return record
+
+
+def finish(
+    script: str, evaluated: dict, model, metrics_json=None, workers: int = 1, rank=None, **extra
+) -> int:
+    """The end of a PyTorch trainer: report, print and write its final metrics; return 0, its exit
+    status (as :func:`hvdcourse.examples.training.finish` does for the Keras trainers)."""
+    return print_and_write(
+        script, report_final_metrics(evaluated, workers, model, **extra), metrics_json, rank
+    )
 
 
 class TorchCheckpoint:

@@ -132,7 +132,7 @@ def main(argv=None, callbacks=()) -> int:
 
     metrics = training.evaluate(model, x_test, y_test)  # the whole test set on each worker (small)
     # Horovod: size() now
-    metrics = training.metrics_record(
+    metrics = training.report_final_metrics(
         metrics,
         hvd.size(),
         model,
@@ -268,6 +268,6 @@ def _BatchProgress(state):
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

@@ -240,7 +240,7 @@ def main(argv=None, callbacks=()) -> int:
     checkpoint = training.EpochCheckpoint(checkpoint_dir, model, optimizer)
     callbacks = [checkpoint.callback(), *callbacks]
     # MWMS: every worker restores worker 0's checkpoint itself (same file system here): nothing to broadcast
-    initial_epoch = training.restore_together(
+    initial_epoch = training.resume_from_checkpoint(
         training.EpochCheckpoint(args.checkpoint_dir, model, optimizer), args.resume, index
     )
     verbose = 2 if index == 0 else 0  # MWMS: log on worker 0 only
@@ -265,7 +265,7 @@ def main(argv=None, callbacks=()) -> int:
     finally:
         if index != 0:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    metrics = training.metrics_record(metrics, workers, model)
+    metrics = training.report_final_metrics(metrics, workers, model)
     print(
         f"[train_mwms] worker={index} test_loss={metrics['loss']:.4f} "
         f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
@@ -277,6 +277,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

@@ -138,6 +138,6 @@ FINAL_KEYS = ("loss", "accuracy", "examples", "workers", "weights_sha256", "lr",
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

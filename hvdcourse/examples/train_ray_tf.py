@@ -79,7 +79,7 @@ def train_loop(config: dict) -> None:
     if resumed is not None:
         with resumed.as_directory() as folder:
             # MWMS: every worker restores the same files itself: nothing to broadcast
-            initial_epoch = training.restore_together(
+            initial_epoch = training.resume_from_checkpoint(
                 training.EpochCheckpoint(folder, model, optimizer), True, index
             )
     # MWMS: every worker saves (saving is collective); only worker 0's folder goes to Ray
@@ -120,7 +120,7 @@ def train_loop(config: dict) -> None:
     )
     # MWMS: same weights everywhere, whole test set
     metrics = training.evaluate(model, x_test, y_test)
-    metrics = training.metrics_record(
+    metrics = training.report_final_metrics(
         metrics,
         workers,
         model,
@@ -199,6 +199,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

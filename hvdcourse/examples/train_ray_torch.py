@@ -82,7 +82,7 @@ def train_loop(config: dict) -> None:
     if resumed is not None:
         with resumed.as_directory() as folder:
             # DDP: every rank reads the same file, before the wrapper below copies rank 0's weights
-            initial_epoch = training.restore_together(
+            initial_epoch = training.resume_from_checkpoint(
                 torch_training.TorchCheckpoint(folder, model, optimizer), True
             )
     # Ray: DistributedDataParallel around the model, on the worker's device
@@ -143,7 +143,7 @@ def train_loop(config: dict) -> None:
     metrics = torch_training.evaluate(model, x_test, y_test, reduce_sum=sum_over_ranks)
     digests = [None] * size
     dist.all_gather_object(digests, torch_model.weights_digest(model))  # DDP: every rank's weights
-    metrics = torch_training.metrics_record(
+    metrics = torch_training.report_final_metrics(
         metrics,
         size,
         model,
@@ -211,6 +211,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import sys
 
+from hvdcourse.examples import data, training
+from hvdcourse.examples.cli import training_parser
+from hvdcourse.examples.model import build_model, loss_fn
+
 
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler)."""
-    from hvdcourse.examples.cli import training_parser
-
     args = training_parser("Train the course's MNIST CNN on one worker.").parse_args(argv)
 
+    # The frameworks are imported here, after the options: --help and a wrong option answer at once.
     import tensorflow as tf
-
-    from hvdcourse.examples import data, model as course_model, training
 
     threads = training.set_threads(args.threads)
     tf.keras.utils.set_random_seed(args.seed)
@@ -25,17 +26,17 @@ def main(argv=None, callbacks=()) -> int:
     dataset = data.load_mnist(args.data, download=args.download)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
-    steps = training.steps_per_epoch(len(x_train), args.batch_size, 1, args.max_steps)
+    steps = training.steps_per_epoch(len(x_train), args.batch_size, max_steps=args.max_steps)
 
-    model = course_model.build_model()
+    model = build_model()
     lr = args.lr
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)
-    model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
+    model.compile(optimizer=optimizer, loss=loss_fn(), metrics=["accuracy"])
 
-    callbacks = [*callbacks]
+    callbacks = list(callbacks)
     checkpoint = training.EpochCheckpoint(args.checkpoint_dir, model, optimizer)
     callbacks.append(checkpoint.callback())
-    initial_epoch = training.restore_together(checkpoint, args.resume)
+    initial_epoch = training.resume_from_checkpoint(checkpoint, args.resume)
     verbose = 2
 
     print(
@@ -43,10 +44,12 @@ def main(argv=None, callbacks=()) -> int:
         f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
         flush=True,
     )
+    # Shuffled batches, from the first one not yet trained on (all of them, unless the run resumes).
+    batches = training.train_dataset(
+        x_train, y_train, args.batch_size, args.seed, start_step=initial_epoch * steps
+    )
     model.fit(
-        training.train_dataset(
-            x_train, y_train, args.batch_size, args.seed, start_step=initial_epoch * steps
-        ),  # the batches not yet seen
+        batches,
         steps_per_epoch=steps,
         epochs=args.epochs,
         initial_epoch=initial_epoch,
@@ -55,19 +58,13 @@ def main(argv=None, callbacks=()) -> int:
         verbose=verbose,
     )
 
-    metrics = training.metrics_record(
-        training.evaluate(model, x_test, y_test), 1, model, lr=lr, steps_per_epoch=steps
+    metrics = training.evaluate(model, x_test, y_test)
+    return training.finish(
+        "train_single", metrics, model, args.metrics_json, lr=lr, steps_per_epoch=steps
     )
-    print(
-        f"[train_single] test_loss={metrics['loss']:.4f} test_accuracy={metrics['accuracy']:.4f} "
-        f"weights_sha256={metrics['weights_sha256']}",
-        flush=True,
-    )
-    training.write_metrics(args.metrics_json, metrics)
-    return 0
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

@@ -74,7 +74,7 @@ def main(argv=None, callbacks=()) -> int:
     # Horovod: rank 0 restores; every rank starts from rank 0's epoch, weights and optimizer state (moments,
     # step count), restored or new, before the first step: the first averaged gradient comes from one model.
     # Horovod: resume together
-    initial_epoch = training.restore_together(
+    initial_epoch = training.resume_from_checkpoint(
         checkpoint,
         args.resume,
         hvd.rank(),
@@ -137,7 +137,7 @@ def main(argv=None, callbacks=()) -> int:
         metrics = training.evaluate(
             model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)
         )
-    result = training.metrics_record(metrics, hvd.size(), model)  # Horovod: size() workers
+    result = training.report_final_metrics(metrics, hvd.size(), model)  # Horovod: size() workers
     print(
         f"[train_tape] rank={hvd.rank()} test_accuracy={result['accuracy']:.4f} "
         f"weights_sha256={result['weights_sha256']}",
@@ -149,6 +149,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

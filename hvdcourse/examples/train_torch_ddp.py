@@ -65,7 +65,7 @@ def main(argv=None, callbacks=()) -> int:
 
     checkpoint = torch_training.TorchCheckpoint(args.checkpoint_dir, model, optimizer)
     # DDP: every rank reads rank 0's latest checkpoint (one file system), weights and optimizer state
-    initial_epoch = training.restore_together(checkpoint, args.resume)
+    initial_epoch = training.resume_from_checkpoint(checkpoint, args.resume)
     # DDP: the wrapper broadcasts rank 0's weights now, then averages gradients in buckets in backward()
     ddp_model = DistributedDataParallel(  # DDP: wrap the model
         model, device_ids=[device.index] if gpu else None
@@ -111,7 +111,7 @@ def main(argv=None, callbacks=()) -> int:
         return tensor
 
     metrics = torch_training.evaluate(model, x_test, y_test, reduce_sum=sum_over_ranks)
-    metrics = torch_training.metrics_record(  # DDP: the record names size workers
+    metrics = torch_training.report_final_metrics(  # DDP: the record names size workers
         metrics, size, model, lr=lr, steps_per_epoch=steps, **timer.summary()
     )
     print(
@@ -126,6 +126,6 @@ def main(argv=None, callbacks=()) -> int:
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

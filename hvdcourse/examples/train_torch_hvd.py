@@ -11,135 +11,144 @@ from __future__ import annotations
 import itertools
 import sys
 
+from hvdcourse.examples import data, live_metrics, torch_model, torch_training, training
+from hvdcourse.examples.cli import training_parser
+from hvdcourse.runtime import devices
+
 
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: objects with ``on_train_batch_begin``/``_end(step, model, optimizer)``."""
-    from hvdcourse.examples.cli import training_parser
-
     args = training_parser(
         "Train the course's MNIST CNN with PyTorch and Horovod on N workers.", live_metrics=True
     ).parse_args(argv)
 
+    # The frameworks are imported here, after the options: --help and a wrong option answer at once.
     import torch
     from torch.utils.data import DataLoader, TensorDataset
-    from torch.utils.data.distributed import (
-        DistributedSampler,
-    )  # Horovod: a part of the data per rank
 
-    import horovod.torch as hvd  # Horovod: the PyTorch flavour of the API
+    # Horovod: PyTorch's DistributedSampler gives each rank its own part of the data.
+    from torch.utils.data.distributed import DistributedSampler
 
-    from hvdcourse.examples import data, torch_model, torch_training, training
-    from hvdcourse.runtime import devices
+    # Horovod: the PyTorch flavour of Horovod's API.
+    import horovod.torch as hvd
 
-    hvd.init()  # Horovod: start the runtime; rank, size and local_rank are known from here on
-    # Horovod: one GPU per process (the launcher's choice, else GPU local_rank), or the CPU
+    # Horovod: start the runtime; rank, size and local_rank are known from here on.
+    hvd.init()
+    # Horovod: one GPU per process (the launcher's choice, else GPU local_rank), or the CPU.
     device = devices.torch_device(hvd.local_rank(), hvd.local_size())
-    # Horovod: share the node's cores
+    # Horovod: the processes of a node share its cores.
     threads = torch_training.set_threads(args.threads, hvd.local_size())
-    # Horovod: ranks start from different weights; broadcast_parameters below makes them equal
+    # Horovod: ranks start from different weights; broadcast_parameters below makes them equal.
     torch.manual_seed(args.seed + hvd.rank())
 
+    # Horovod: rank 0 alone says where the data comes from.
     dataset = data.load_mnist(args.data, download=args.download, quiet=hvd.rank() != 0)
     train_set = TensorDataset(*torch_model.to_tensors(dataset.x_train, dataset.y_train))
+    # Horovod: each rank tests on its own part; the sums of all ranks are added up at the end.
     x_test, y_test = torch_model.to_tensors(
-        data.shard(dataset.x_test, hvd.rank(), hvd.size()),  # Horovod: each rank tests its part,
-        data.shard(dataset.y_test, hvd.rank(), hvd.size()),  # Horovod: the sums are added up below
+        data.shard(dataset.x_test, hvd.rank(), hvd.size()),
+        data.shard(dataset.y_test, hvd.rank(), hvd.size()),
     )
-    sampler = DistributedSampler(  # Horovod: each rank trains on its own part, one order for all
-        train_set,
-        num_replicas=hvd.size(),
-        rank=hvd.rank(),
-        shuffle=True,
-        seed=args.seed,
-        drop_last=True,
+    # Horovod: each rank trains on its own part of the data, shuffled in one order for all ranks.
+    sampler = DistributedSampler(
+        train_set, num_replicas=hvd.size(), rank=hvd.rank(), seed=args.seed, drop_last=True
     )
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+    # Horovod: N ranks make one pass over the data in N times fewer steps, the same number on each.
     steps = training.steps_per_epoch(len(train_set), args.batch_size, hvd.size(), args.max_steps)
 
     model = torch_model.build_model().to(device)
-    # Horovod: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    # Horovod: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
     lr = training.scaled_lr(args.lr, hvd.size(), "adam")
-    warmup_steps = int(args.warmup_epochs * steps)  # Horovod: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with allreduce,
-        optimizer,
-        named_parameters=model.named_parameters(),  # Horovod: named in the timeline
-    )
+    # Horovod: the wrapped optimizer averages the gradients of all ranks with allreduces, named
+    # after the parameters in the timeline.
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     loss_fn = torch_model.loss_fn()
 
     checkpoint = torch_training.TorchCheckpoint(args.checkpoint_dir, model, optimizer)
-    # Horovod: rank 0 restores; the epoch (or rank 0's error) goes to every rank
-    initial_epoch = training.restore_together(
+    # Horovod: rank 0 reads the latest checkpoint and sends its epoch to every rank.
+    initial_epoch = training.resume_from_checkpoint(
         checkpoint, args.resume, hvd.rank(), hvd.broadcast_object
     )
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # Horovod: rank 0's weights to all
-    hvd.broadcast_optimizer_state(optimizer, root_rank=0)  # Horovod: and its optimizer state
+    # Horovod: rank 0's weights go to every rank, so that all ranks start from the same model.
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    # Horovod: rank 0's optimizer state too (Adam's moments and step count, once restored).
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-    live = None
-    if args.metrics_port is not None:  # live metrics for Prometheus (off by default)
-        from hvdcourse.examples import live_metrics
+    if args.metrics_port is not None:
+        # Horovod: each rank serves its live metrics for Prometheus, on port BASE + its local rank.
+        serving = live_metrics.serve_for_torch(
+            optimizer,
+            loss_fn,
+            args.metrics_port,
+            hvd.rank(),
+            hvd.local_rank(),
+            args.batch_size,
+            steps,
+        )
+        callbacks = (*callbacks, serving)
+    # Horovod: over the first epochs the rate ramps from lr/N up to lr (Goyal et al. 2017).
+    warmup = torch_training.LearningRateWarmup(lr, hvd.size(), int(args.warmup_epochs * steps))
+    # The callbacks and an epoch timer run inside zero_grad() and step(), so that the loop below
+    # keeps PyTorch's four lines.
+    optimizer = torch_training.CallbackOptimizer(
+        optimizer,
+        model,
+        [*callbacks, warmup],
+        steps_per_epoch=steps,
+        # Horovod: one step trains on N batches, one per rank.
+        images_per_step=args.batch_size * hvd.size(),
+        first_step=initial_epoch * steps,
+    )
 
-        # Horovod: one port per rank of a node
-        served = live_metrics.serve(args.metrics_port, hvd.rank(), hvd.local_rank())
-        # Horovod: time each step's wait for the averaged gradients
-        live = live_metrics.TorchSteps(served, args.batch_size, steps)
-        callbacks = (*callbacks, live)
-
-    if hvd.rank() == 0:  # Horovod: one header, not N
+    # Horovod: one header from rank 0, not N.
+    if hvd.rank() == 0:
         print(
             f"[train_torch_hvd] data={dataset.source} ranks={hvd.size()} threads/rank={threads} "
             f"batch/rank={args.batch_size} lr={lr:g} steps/epoch={steps} "
             f"start_epoch={initial_epoch}",
             flush=True,
         )
-    timer = torch_training.EpochTimer()
     for epoch in range(initial_epoch, args.epochs):
-        sampler.set_epoch(epoch)  # Horovod: each epoch its own order, the same on every rank
-        with timer.measure(images=steps * args.batch_size * hvd.size()):
-            epoch_loss = 0.0
-            for batch, (x, y) in enumerate(itertools.islice(loader, steps)):
-                step = epoch * steps + batch
-                torch_training.call_hooks(callbacks, "on_train_batch_begin", step, model, optimizer)
-                torch_training.set_lr(
-                    optimizer, torch_training.warmup_lr(lr, hvd.size(), step, warmup_steps)
-                )
-                optimizer.zero_grad()
-                x, y = x.to(device), y.to(device)
-                loss = loss_fn(model(x), y)
-                loss.backward()  # Horovod: each gradient's allreduce starts as soon as it is ready
-                if live is None:
-                    optimizer.step()  # Horovod: waits for the averaged gradients, then updates
-                else:
-                    live.step(optimizer, loss)  # Horovod: the same, timing that wait
-                epoch_loss += loss.item()
-                torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
-        # Horovod: the loss averaged over ranks, not rank 0's alone
+        # Horovod: each epoch its own order, the same on every rank.
+        sampler.set_epoch(epoch)
+        epoch_loss = 0.0
+        for x, y in itertools.islice(loader, steps):
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            # Horovod: each gradient's allreduce starts as soon as backward() has computed it.
+            loss.backward()
+            # Horovod: step() waits for the averaged gradients, then updates the weights.
+            optimizer.step()
+            epoch_loss += loss.item()
+        # Horovod: the epoch's loss averaged over the ranks, not rank 0's alone.
         epoch_loss = hvd.allreduce(torch.tensor(epoch_loss / steps), name="train_loss")
-        if hvd.rank() == 0:  # Horovod: log and save on rank 0 only (others would corrupt the file)
+        # Horovod: rank 0 alone logs and saves (N processes writing one file would corrupt it).
+        if hvd.rank() == 0:
             print(f"epoch {epoch + 1}/{args.epochs}: loss={float(epoch_loss):.4f}", flush=True)
             checkpoint.save(epoch + 1)
 
+    # Horovod: every rank's sums are added up: the loss and accuracy of the whole test set.
     metrics = torch_training.evaluate(
+        model, x_test, y_test, reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum)
+    )
+    # Horovod: every rank prints its result (equal digests: equal weights); rank 0 writes the file.
+    return torch_training.finish(
+        "train_torch_hvd",
+        metrics,
         model,
-        x_test,
-        y_test,
-        # Horovod: every rank's sums added up: the metrics of the whole test set
-        reduce_sum=lambda t: hvd.allreduce(t, op=hvd.Sum),
+        args.metrics_json,
+        workers=hvd.size(),
+        rank=hvd.rank(),
+        lr=lr,
+        steps_per_epoch=steps,
+        **optimizer.timer.summary(),
     )
-    metrics = torch_training.metrics_record(  # Horovod: the record names hvd.size() workers
-        metrics, hvd.size(), model, lr=lr, steps_per_epoch=steps, **timer.summary()
-    )
-    print(
-        f"[train_torch_hvd] rank={hvd.rank()} test_loss={metrics['loss']:.4f} "
-        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
-        flush=True,
-    )
-    if hvd.rank() == 0:  # Horovod: one metrics file
-        training.write_metrics(args.metrics_json, metrics)
-    return 0
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

@@ -10,19 +10,19 @@ from __future__ import annotations
 import itertools
 import sys
 
+from hvdcourse.examples import data, torch_model, torch_training, training
+from hvdcourse.examples.cli import training_parser
+
 
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: objects with ``on_train_batch_begin``/``_end(step, model, optimizer)``."""
-    from hvdcourse.examples.cli import training_parser
-
     args = training_parser("Train the course's MNIST CNN with PyTorch on one process.").parse_args(
         argv
     )
 
+    # The frameworks are imported here, after the options: --help and a wrong option answer at once.
     import torch
     from torch.utils.data import DataLoader, TensorDataset
-
-    from hvdcourse.examples import data, torch_model, torch_training, training
 
     threads = torch_training.set_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -35,7 +35,7 @@ def main(argv=None, callbacks=()) -> int:
     loader = DataLoader(
         train_set, batch_size=args.batch_size, shuffle=True, generator=shuffle, drop_last=True
     )
-    steps = training.steps_per_epoch(len(train_set), args.batch_size, 1, args.max_steps)
+    steps = training.steps_per_epoch(len(train_set), args.batch_size, max_steps=args.max_steps)
 
     model = torch_model.build_model().to(device)
     lr = args.lr
@@ -43,49 +43,51 @@ def main(argv=None, callbacks=()) -> int:
     loss_fn = torch_model.loss_fn()
 
     checkpoint = torch_training.TorchCheckpoint(args.checkpoint_dir, model, optimizer)
-    initial_epoch = training.restore_together(checkpoint, args.resume)
+    initial_epoch = training.resume_from_checkpoint(checkpoint, args.resume)
+
+    # The callbacks and an epoch timer run inside zero_grad() and step(), so that the loop below
+    # keeps PyTorch's four lines.
+    optimizer = torch_training.CallbackOptimizer(
+        optimizer,
+        model,
+        callbacks,
+        steps_per_epoch=steps,
+        images_per_step=args.batch_size,
+        first_step=initial_epoch * steps,
+    )
 
     print(
         f"[train_torch_single] data={dataset.source} threads={threads} batch={args.batch_size} "
         f"lr={lr:g} steps/epoch={steps} start_epoch={initial_epoch}",
         flush=True,
     )
-    timer = torch_training.EpochTimer()
     for epoch in range(initial_epoch, args.epochs):
-        shuffle.manual_seed(args.seed * 1000 + epoch)  # each epoch its own order, resumable
-        with timer.measure(images=steps * args.batch_size):
-            epoch_loss = 0.0
-            for batch, (x, y) in enumerate(itertools.islice(loader, steps)):
-                step = epoch * steps + batch
-                torch_training.call_hooks(callbacks, "on_train_batch_begin", step, model, optimizer)
-                optimizer.zero_grad()
-                x, y = x.to(device), y.to(device)
-                loss = loss_fn(model(x), y)
-                loss.backward()
-                optimizer.step()
-                epoch_loss += loss.item()
-                torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
+        # Each epoch its own order, the same again if the run resumes.
+        shuffle.manual_seed(args.seed * 1000 + epoch)
+        epoch_loss = 0.0
+        for x, y in itertools.islice(loader, steps):
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+            epoch_loss += loss.item()
         print(f"epoch {epoch + 1}/{args.epochs}: loss={epoch_loss / steps:.4f}", flush=True)
         checkpoint.save(epoch + 1)
 
-    metrics = torch_training.metrics_record(
-        torch_training.evaluate(model, x_test, y_test),
-        1,
+    metrics = torch_training.evaluate(model, x_test, y_test)
+    return torch_training.finish(
+        "train_torch_single",
+        metrics,
         model,
+        args.metrics_json,
         lr=lr,
         steps_per_epoch=steps,
-        **timer.summary(),
+        **optimizer.timer.summary(),
     )
-    print(
-        f"[train_torch_single] test_loss={metrics['loss']:.4f} "
-        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
-        flush=True,
-    )
-    training.write_metrics(args.metrics_json, metrics)
-    return 0
 
 
 if __name__ == "__main__":
-    from hvdcourse.examples.cli import run_main
+    from hvdcourse.examples.cli import run_trainer
 
-    sys.exit(run_main(main))
+    sys.exit(run_trainer(main))

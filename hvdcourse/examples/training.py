@@ -1,7 +1,8 @@
 """Training helpers shared by the single-worker and the Horovod trainers (lesson: Converting a Keras MNIST script to Horovod).
 
-Kept free of Horovod so the two trainers differ only in their distributed lines (each under or beside a ``# Horovod:`` comment): where a helper
-needs a collective (:func:`restore_together`), the trainer passes Horovod's function in.
+Kept free of Horovod so the two trainers differ only in their distributed lines (each under a
+``# Horovod:`` comment): where a helper needs a collective (:func:`resume_from_checkpoint`), the
+trainer passes Horovod's function in.
 """
 
 from __future__ import annotations
@@ -233,16 +234,16 @@ def optimizer_variables(optimizer) -> list:
     return variables
 
 
-def restore_together(
+def resume_from_checkpoint(
     checkpoint: EpochCheckpoint,
     resume: bool = True,
     rank: int = 0,
     broadcast_object=None,
     broadcast_variables=None,
 ) -> int:
-    """Resume every worker from the same checkpoint; return the number of epochs already done.
+    """Resume every worker from the latest checkpoint; return the number of epochs already done.
 
-    The one restore of the course's trainers (lesson: Faults, hangs and elastic training):
+    With ``resume=False`` (``--no-resume``) every worker starts from epoch 0. The one restore of the course's trainers (lesson: Faults, hangs and elastic training):
 
     1. rank 0 makes sure it can write the checkpoint folder and reads the latest checkpoint (if
        ``resume``): epoch, weights, optimizer state;
@@ -297,12 +298,12 @@ def report(kind: str, record: dict) -> None:
     results.report({"kind": kind, "rank": launcher_rank(), **record})
 
 
-def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
-    """The final metrics of this worker: ``loss``, ``accuracy``, ``examples`` (from :func:`evaluate`),
-    ``workers``, ``weights_sha256``, then ``extra`` (e.g. ``epochs``).
+def report_final_metrics(evaluated: dict, workers: int, model, **extra) -> dict:
+    """Report this worker's final metrics to the launcher (:func:`report`, kind ``final``) and return them.
 
-    Every trainer calls it once, at the end, on every worker; the record is also reported to the
-    launcher (:func:`report`, kind ``final``). Rank 0 writes it with ``--metrics-json``.
+    The record: ``loss``, ``accuracy``, ``examples`` (from :func:`evaluate`), ``workers``,
+    ``weights_sha256``, then ``extra`` (e.g. ``epochs``). Every trainer makes it once, at the end,
+    on every worker (most through :func:`finish`); rank 0 writes it with ``--metrics-json``.
     """
     from hvdcourse.examples.model import weights_digest
 
@@ -314,6 +315,33 @@ def metrics_record(evaluated: dict, workers: int, model, **extra) -> dict:
     }
     report("final", record)
     return record
+
+
+def finish(
+    script: str, evaluated: dict, model, metrics_json=None, workers: int = 1, rank=None, **extra
+) -> int:
+    """The end of a Keras trainer: report, print and write its final metrics; return 0, its exit status.
+
+    The record is :func:`report_final_metrics`'s (``extra``: e.g. ``lr``); one line
+    ``[script] rank=R test_loss=L test_accuracy=A weights_sha256=W`` on every worker (no ``rank=``
+    where ``rank`` is None: one worker); rank 0, or the only worker, writes the record to ``metrics_json``.
+    """
+    return print_and_write(
+        script, report_final_metrics(evaluated, workers, model, **extra), metrics_json, rank
+    )
+
+
+def print_and_write(script: str, record: dict, metrics_json=None, rank=None) -> int:
+    """:func:`finish` once the record is made (the PyTorch trainers' digest differs); returns 0."""
+    who = "" if rank is None else f"rank={rank} "
+    print(
+        f"[{script}] {who}test_loss={record['loss']:.4f} test_accuracy={record['accuracy']:.4f} "
+        f"weights_sha256={record['weights_sha256']}",
+        flush=True,
+    )
+    if not rank:
+        write_metrics(metrics_json, record)
+    return 0
 
 
 def keras_epoch_timer(images_per_step: int, report_kind: str | None = None):

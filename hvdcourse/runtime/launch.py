@@ -193,7 +193,7 @@ _FROM_RANKS = (
             f"rank {m[1]} failed first (killed by signal {m[2]}" + (f", {m[3]})" if m[3] else ")")
         ),
     ),
-    # the course's scripts (hvdcourse.examples.cli.run_main): the rank that raised, not those Horovod stopped
+    # the course's scripts (hvdcourse.examples.cli.run_trainer): the rank that raised, not those Horovod stopped
     (
         re.compile(
             r"\[hvdcourse\] rank (\d+) failed: ((?:(?!\[hvdcourse|\[\d+[,\]])[^\n]){0,120})"
