@@ -122,8 +122,9 @@ def can_hide() -> bool:
     return bool(_UNSHARE)
 
 
-def deny_list(submissions: str, out: str, scratch: str) -> list:
-    """Folders a submission may not read: solutions, sources, tests, git, submissions, results."""
+def deny_list(submissions: str, out: str, scratch: str, extra=()) -> list:
+    """Folders a submission may not read: solutions, sources, tests, git, submissions, results, and
+    the ``extra`` ones (``--deny``)."""
     candidates = [
         paths.SOLUTIONS_DIR,
         paths.SOURCE_DIR,
@@ -131,6 +132,7 @@ def deny_list(submissions: str, out: str, scratch: str) -> list:
         os.path.join(paths.ROOT, ".git"),
         submissions,
         out,
+        *extra,
     ]
     needed = [
         os.path.realpath(p)
@@ -386,6 +388,14 @@ def add_options(parser) -> None:
         help=f"CPU seconds per process (default {DEFAULT_LIMITS['cpu']})",
     )
     parser.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="another folder the notebooks may not read, hidden like the solutions (repeat; "
+        "hvdcourse-class passes its course folder, where the other learners' notebooks are)",
+    )
+    parser.add_argument(
         "--no-hide",
         action="store_true",
         help="do not hide the denied folders in a mount namespace (the audit hook still denies)",
@@ -491,7 +501,7 @@ def grade_local(args, students: list, rank_slots: int) -> list:
     """[(student, outcome)] for every notebook of ``students``, ``args.jobs`` at a time on this machine."""
     scratch = tempfile.mkdtemp(prefix="hvdg-")
     os.chmod(scratch, 0o711)  # the sandbox users may enter their own folder, not list the others
-    deny = deny_list(args.submissions, args.out, scratch)
+    deny = deny_list(args.submissions, args.out, scratch, getattr(args, "deny", None) or ())
     tasks = [(s, p) for s, nbs in students for p in nbs]
     # a user per notebook needs the namespace
     root = os.geteuid() == 0 and can_hide() and not args.no_hide

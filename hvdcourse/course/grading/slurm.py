@@ -22,7 +22,17 @@ import time
 from hvdcourse.course.grading.common import GRACE, progress_line
 from hvdcourse.runtime.paths import ROOT
 
-OPTIONS = ("timeout", "cell_timeout", "output_cap", "mem_mb", "nproc", "cpu", "no_hide", "keep")
+OPTIONS = (
+    "timeout",
+    "cell_timeout",
+    "output_cap",
+    "mem_mb",
+    "nproc",
+    "cpu",
+    "deny",
+    "no_hide",
+    "keep",
+)
 POLL = 3  # seconds between two looks at the queue
 
 
