@@ -275,7 +275,7 @@ def test_marks_from_a_csv_merge_into_the_gradebook(graded, tmp_path):
         (("mark", "zed", "ex01", "1"), "unknown learner 'zed'"),
         (("mark", "ada", "ex01", "many"), "is not a number"),
         (("collect", "ex01", "--deadline", "friday"), "is not a date and time"),
-        (("grade", "ex09"), "ex09_scaling was never collected"),
+        (("grade",), "nothing was collected"),
     ],
 )
 def test_bad_input_gets_one_clear_line(tmp_path, argv, message):
@@ -283,6 +283,11 @@ def test_bad_input_gets_one_clear_line(tmp_path, argv, message):
     code, _, err = run(*argv, *cls["opts"])
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("hvdcourse: error: ") and message in err
+
+
+def test_grading_an_exercise_never_collected_says_collect_it_first(graded):
+    code, _, err = run("grade", "ex09", *graded["opts"])
+    assert code == 2 and "ex09_scaling was never collected: run 'hvdcourse-class collect" in err
 
 
 def test_the_command_line_entry_prints_no_traceback(tmp_path):

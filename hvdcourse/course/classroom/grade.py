@@ -24,6 +24,10 @@ def choose(course, book: dict, users: list, exercises: list, again: bool) -> tup
     """([(user, exercise, record)] to grade, [(user, exercise)] that submitted nothing). A notebook
     already graded as it is now is skipped unless ``again``."""
     records = course.read(course.collected_file, {})
+    if not records:
+        raise UsageError(
+            f"nothing was collected in {course.root} yet: run 'hvdcourse-class collect EXERCISE' first"
+        )
     unknown = [ex for ex in exercises if ex not in records]
     if unknown:
         raise UsageError(
