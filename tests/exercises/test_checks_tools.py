@@ -78,7 +78,7 @@ def test_ex09_ignoring_the_global_batch_limit_fails_choice_and_limits():
     result = checks.ex09_scaling(efficiency, fastest_efficient, quiet=True)
     assert failed(result) == {
         "picks the fastest setup within the efficiency floor and the global-batch limit",
-        "respects both limits in every case",
+        "respects both limits in every case (with at least half the cases right)",
     }
     assert "global batch" in finding(result, "respects").detail
 

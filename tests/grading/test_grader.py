@@ -115,7 +115,7 @@ def test_classic_mistakes_get_the_intended_deductions(graded):
         "ex04": 4,
         "ex06": 0,
         "ex07": 3,
-        "ex10": 1,
+        "ex10": 0,  # clean and well-formed, nothing right: the form alone earns nothing
         "ex11": 3,
         "ex12": 1,
         "ex13": 3,

@@ -40,23 +40,35 @@ def _same(got, want) -> bool:
         return False
 
 
+def _length(value) -> int:
+    try:
+        return len(value)
+    except TypeError:
+        return -1
+
+
 @check(
     "ex01",
     "Collectives: what every rank holds",
     {
-        "shape": ("returns, for each collective, one result per rank", 1),
+        "shape": (
+            "returns, for each collective, one result per rank (with at least two collectives right)",
+            1,
+        ),
         "allreduce": ("hvd.allreduce(x) with the default op", 1),
         "allreduce_sum": ("hvd.allreduce(x, op=hvd.Sum)", 1),
         "broadcast_from_1": ("hvd.broadcast(x, root_rank=1)", 1),
         "allgather": ("hvd.allgather(x)", 1),
     },
 )
-def ex01_collectives(c, after_collectives):
-    """Exercise 1: ``after_collectives(values)`` predicts what every rank holds after each collective."""
+def ex01_collectives(c, after_collectives, hidden=()):
+    """Exercise 1: ``after_collectives(values)`` predicts what every rank holds after each collective;
+    ``hidden``: the grader's own cases, judged with these."""
     cases = [
         [[1.0, 2.0], [3.0, 4.0]],
         [[1.0], [2.0], [6.0]],
         [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0], [9.0, 10.0, 11.0]],
+        *[[list(v) for v in case] for case in hidden],
     ]
     hints = {
         "allreduce": "Horovod's allreduce AVERAGES by default (op=hvd.Average), unlike MPI_Allreduce, which sums",
@@ -70,27 +82,39 @@ def ex01_collectives(c, after_collectives):
         call(c, after_collectives, [list(v) for v in case], name="after_collectives")
         for case in cases
     ]
-    bad = next(
-        (a for a in answers if not isinstance(a, dict) or any(k not in a for k in COLLECTIVE_KEYS)),
-        None,
-    )
-    if bad is not None:
+    bad = [
+        a for a in answers if not isinstance(a, dict) or any(k not in a for k in COLLECTIVE_KEYS)
+    ]
+    if bad:
+        bad = bad[0]
         c.stop(
             f"expected a dict with the keys {list(COLLECTIVE_KEYS)}, got {bad!r:.120}",
             "return {'allreduce': [...], 'allreduce_sum': [...], 'broadcast_from_1': [...], 'allgather': [...]}",
         )
         raise Stop
     shapes_ok = all(
-        len(a[k]) == len(case) for a, case in zip(answers, cases) for k in COLLECTIVE_KEYS
+        _length(a[k]) == len(case) for a, case in zip(answers, cases) for k in COLLECTIVE_KEYS
     )
-    c.judge(
-        "shape",
-        shapes_ok,
-        "some entries do not have one result per rank "
-        f"(for 3 ranks got lengths {[len(answers[1][k]) for k in COLLECTIVE_KEYS]})",
-        "a collective is called by every rank and leaves a result on every rank: return a list "
-        "with one entry per rank, e.g. [result_on_rank0, result_on_rank1]",
-    )
+    right = [
+        key
+        for key in COLLECTIVE_KEYS
+        if all(_same(a[key], expected_collectives(case)[key]) for a, case in zip(answers, cases))
+    ]
+    if not shapes_ok:
+        c.fail(
+            "shape",
+            "some entries do not have one result per rank "
+            f"(for 3 ranks got lengths {[_length(answers[1][k]) for k in COLLECTIVE_KEYS]})",
+            "a collective is called by every rank and leaves a result on every rank: return a list "
+            "with one entry per rank, e.g. [result_on_rank0, result_on_rank1]",
+        )
+    else:  # the format earns its point only together with right values
+        c.judge(
+            "shape",
+            len(right) >= 2,
+            f"one result per rank, but {len(right)} collective(s) right: this point comes with two",
+            "work out each collective from the values before you fill in the lists",
+        )
     for key in COLLECTIVE_KEYS:
         wrong = [
             (case, a[key])
@@ -115,38 +139,58 @@ def ex01_collectives(c, after_collectives):
     "ex02",
     "Collectives on 2 ranks: an exact global mean",
     {
-        "runs": ("runs on 2 ranks and returns a number", 1),
-        "same": ("every rank returns the same value", 1),
+        "runs": ("runs on 2 ranks and returns a number that combines both ranks' values", 1),
+        "same": ("every rank returns the same combined value", 1),
         "exact": ("the value is the mean of all values of all ranks", 2),
     },
 )
-def ex02_global_mean(c, global_mean, timeout: float = 180):
-    """Exercise 2: ``global_mean(hvd, local_values)`` on 2 ranks holding 3 and 7 values."""
+def ex02_global_mean(c, global_mean, timeout: float = 180, hidden=None):
+    """Exercise 2: ``global_mean(hvd, local_values)`` on 2 ranks holding 3 and 7 values (``hidden``:
+    the grader's own ``{"lengths": (n0, n1)}``, used instead)."""
     require_function(c, global_mean, "global_mean")
-    outcome = run_on_ranks("global_mean", global_mean, np=2, timeout=timeout)
-    if not c.judge(
-        "runs",
-        outcome.all_ok,
-        describe_failure(outcome),
-        "use hvd.allreduce(..., op=hvd.Sum) on every rank; a collective that one rank "
-        "skips leaves the other waiting",
-    ):
+    lengths = tuple((hidden or {}).get("lengths", (3, 7)))
+    args = {"lengths": lengths} if hidden else {}
+    outcome = run_on_ranks("global_mean", global_mean, np=2, timeout=timeout, **args)
+    if not outcome.all_ok:
+        c.fail(
+            "runs",
+            describe_failure(outcome),
+            "use hvd.allreduce(..., op=hvd.Sum) on every rank; a collective that one rank "
+            "skips leaves the other waiting",
+        )
         raise Stop
-    got = outcome.values()
-    parts = [drivers.local_values(r) for r in range(2)]
+    try:
+        got = [float(v) for v in outcome.values()]
+    except (TypeError, ValueError):
+        c.fail("runs", f"the ranks returned {outcome.values()!r:.80}, not numbers")
+        raise Stop
+    parts = [drivers.local_values(r, lengths) for r in range(2)]
     everything = np.concatenate(parts)
+    truth = float(everything.mean())
+    mean_of_means = float(np.mean([p.mean() for p in parts]))
+    agree = bool(np.allclose(got, got[0]))
+    # a constant, or each rank's own statistic, is no combination: these points need a value that
+    # only both ranks' data together give (the exact mean, or the average of the ranks' means)
+    combined = agree and any(np.isclose(got[0], v) for v in (truth, mean_of_means))
+    c.judge(
+        "runs",
+        combined,
+        f"the ranks returned {fmt(got)}, which combines neither rank's values with the other's",
+        "each rank only sees its own values: combine them with a collective (hvd.allreduce)",
+    )
     c.judge(
         "same",
-        np.allclose(got, got[0]),
-        f"rank 0 returned {got[0]:g}, rank 1 returned {got[1]:g}",
+        combined,
+        f"rank 0 returned {got[0]:g}, rank 1 returned {got[1]:g}"
+        if not agree
+        else f"every rank returned {got[0]:g}, a value that does not come from both ranks' values",
         "each rank only sees its own values: combine them with a collective so all ranks agree",
     )
-    truth = float(everything.mean())
     hint = "sum the values AND the counts over all ranks (op=hvd.Sum), then divide"
-    if np.isclose(got[0], np.mean([p.mean() for p in parts])):
+    if np.isclose(got[0], mean_of_means):
         hint = (
-            "that is the average of the two ranks' means; rank 1 holds more values, so its mean "
-            "weighs more. " + hint
+            "that is the average of the two ranks' means; the ranks hold different numbers of "
+            "values, so their means do not weigh the same. " + hint
         )
     c.judge(
         "exact",
@@ -161,10 +205,15 @@ def _shard_problems(shards: list, n: int) -> dict:
     """Which of disjoint / complete / balanced fail for the shards of ``range(n)`` (messages)."""
     problems = {}
     flat = [i for s in shards for i in s]
+    size = len(shards)
     if len(flat) != len(set(flat)):
         dup = next(i for i in flat if flat.count(i) > 1)
+        problems["disjoint"] = f"n={n}, {size} ranks: example {dup} is in more than one shard"
+    elif size and min(len(s) for s in shards) < n // size:
+        # disjoint because (nearly) empty is no split: a constant [] would pass
         problems["disjoint"] = (
-            f"n={n}, {len(shards)} ranks: example {dup} is in more than one shard"
+            f"n={n}, {size} ranks: shard sizes {[len(s) for s in shards]}; each rank should get "
+            f"at least n // size = {n // size} examples"
         )
     outside = sorted({i for i in flat if not 0 <= i < n})
     missing = sorted(set(range(n)) - set(flat))
@@ -174,11 +223,16 @@ def _shard_problems(shards: list, n: int) -> dict:
             if outside
             else f"never used: {fmt(missing)}"
         )
-        problems["complete"] = f"n={n}, {len(shards)} ranks: {what}"
+        problems["complete"] = f"n={n}, {size} ranks: {what}"
     sizes = [len(s) for s in shards]
     if sizes and max(sizes) - min(sizes) > 1:
-        problems["balanced"] = f"n={n}, {len(shards)} ranks: shard sizes {sizes}"
+        problems["balanced"] = f"n={n}, {size} ranks: shard sizes {sizes}"
     return problems
+
+
+def _indices(value) -> list:
+    """The indices a shard_indices call returned, as ints; TypeError/ValueError if they are not."""
+    return [int(i) for i in np.asarray(value).ravel()]
 
 
 SHARD_HINTS = {
@@ -187,38 +241,49 @@ SHARD_HINTS = {
     "balanced": "every rank runs the same number of steps; shards that differ by more than one example "
     "waste the larger rank's data or make the smaller one wait",
 }
+SHARD_CASES = [(n, size) for n in (0, 1, 5, 10, 1437) for size in (1, 2, 3, 4)]
 
 
 @check(
     "ex03",
     "Shard a data set: disjoint and complete",
     {
-        "disjoint": ("no example is in two shards", 1),
+        "disjoint": ("no example is in two shards, and each shard gets at least n // size", 1),
         "complete": ("together the shards cover every example", 1),
-        "balanced": ("shard sizes differ by at most one", 1),
+        "balanced": ("disjoint shards whose sizes differ by at most one", 1),
         "ranks": ("on 2 real ranks (2 processes) the shards are disjoint and complete", 1),
     },
 )
-def ex03_sharding(c, shard_indices, timeout: float = 180):
-    """Exercise 3: ``shard_indices(num_examples, rank, size)`` gives disjoint, complete, balanced shards."""
+def ex03_sharding(c, shard_indices, timeout: float = 180, hidden=None):
+    """Exercise 3: ``shard_indices(num_examples, rank, size)`` gives disjoint, complete, balanced shards
+    (``hidden``: the grader's own ``{"cases": [(n, size), ...], "ranks_n": n}``)."""
     require_function(c, shard_indices, "shard_indices")
+    hidden = hidden or {}
     found = {}
-    for n in (0, 1, 5, 10, 1437):
-        for size in (1, 2, 3, 4):
-            shards = [
-                [
-                    int(i)
-                    for i in np.asarray(
-                        call(c, shard_indices, n, r, size, name="shard_indices")
-                    ).ravel()
-                ]
-                for r in range(size)
-            ]
-            for key, message in _shard_problems(shards, n).items():
-                found.setdefault(key, message)
-    for key in ("disjoint", "complete", "balanced"):
+    for n, size in SHARD_CASES + [tuple(case) for case in hidden.get("cases", ())]:
+        shards = []
+        for r in range(size):
+            got = call(c, shard_indices, n, r, size, name="shard_indices")
+            try:
+                shards.append(_indices(got))
+            except (TypeError, ValueError):
+                c.stop(
+                    f"shard_indices({n}, {r}, {size}) returned {got!r:.80}; expected a list "
+                    "(or array) of integer indices",
+                    "return e.g. list(range(rank, num_examples, size))",
+                )
+                raise Stop
+        for key, message in _shard_problems(shards, n).items():
+            found.setdefault(key, message)
+    for key in ("disjoint", "complete"):
         c.judge(key, key not in found, found.get(key, ""), SHARD_HINTS[key])
-    n = 1437
+    if "disjoint" in found:  # equal sizes are worth a point only for a real split
+        c.fail("balanced", "the shards are not disjoint yet (see above)", SHARD_HINTS["disjoint"])
+    else:
+        c.judge(
+            "balanced", "balanced" not in found, found.get("balanced", ""), SHARD_HINTS["balanced"]
+        )
+    n = int(hidden.get("ranks_n", 1437))
     outcome = run_on_ranks("call", shard_indices, np=2, timeout=timeout, args=(n,))
     if not outcome.all_ok:
         c.fail(
@@ -226,15 +291,18 @@ def ex03_sharding(c, shard_indices, timeout: float = 180):
             describe_failure(outcome),
             "the function must work in a fresh process too: define everything it needs inside it",
         )
-    else:
-        problems = _shard_problems(outcome.values(), n)
-        c.judge(
-            "ranks",
-            not problems,
-            "; ".join(problems.values()),
-            "two processes must agree without talking: no unseeded randomness, no process ids; "
-            "if you shuffle, use the same seed on every rank",
-        )
+        return
+    try:
+        problems = _shard_problems([_indices(v) for v in outcome.values()], n)
+    except (TypeError, ValueError):
+        problems = {"ranks": f"the ranks returned {outcome.values()!r:.80}"}
+    c.judge(
+        "ranks",
+        not problems,
+        "; ".join(problems.values()),
+        "two processes must agree without talking: no unseeded randomness, no process ids; "
+        "if you shuffle, use the same seed on every rank",
+    )
 
 
 # ------------------------------------------------------------------ exercise 4
@@ -264,11 +332,12 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
         "traffic": ("each rank sends 2(N-1)/N of the vector, as a ring should", 1),
     },
 )
-def ex04_ring(c, ring_allreduce, timeout: float = 180):
-    """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks."""
+def ex04_ring(c, ring_allreduce, timeout: float = 180, hidden=None):
+    """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks
+    (``hidden``: the grader's own ``{"length": n}`` of the vectors, used instead of 3001)."""
     from hvdcourse.course.ring import ring_bytes_sent
 
-    length = 3001
+    length = int((hidden or {}).get("length", 3001))
     require_function(c, ring_allreduce, "ring_allreduce")
     for np_, key in ((2, "sum2"), (4, "sum4")):
         outcome, problem, hint = _ring_run(c, ring_allreduce, np_, length, timeout)

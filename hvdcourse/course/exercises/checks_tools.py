@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 
 import numpy as np
 
@@ -31,12 +32,14 @@ def reference_phase_times(path: str) -> dict:
     return {phase: float(ms) for phase, ms in table["total_ms"].items()}
 
 
-def truncated_copy(path: str, folder: str, fraction: float = 0.6) -> str:
+def truncated_copy(
+    path: str, folder: str, fraction: float = 0.6, out: str = "killed_run_timeline.json"
+) -> str:
     """A copy of the timeline cut in the middle of a record, without its closing bracket."""
     text = open(path, encoding="utf-8").read()
     cut = int(len(text) * fraction)
     cut = text.index('"ts"', cut) + 3  # inside a record: the writer was killed mid-line
-    out = os.path.join(folder, "killed_run_timeline.json")
+    out = os.path.join(folder, out)
     with open(out, "w", encoding="utf-8") as fh:
         fh.write(text[:cut])
     return out
@@ -73,38 +76,55 @@ def _compare_phases(got, want) -> tuple:
         "truncated": ("also reads the file of a killed run (no closing ']', last record cut)", 1),
     },
 )
-def ex08_timeline(c, time_per_phase):
-    """Exercise 8: ``time_per_phase(path) -> {phase: total ms}`` on a recorded and on a truncated timeline."""
+def ex08_timeline(c, time_per_phase, hidden=None):
+    """Exercise 8: ``time_per_phase(path) -> {phase: total ms}`` on a recorded and on a truncated timeline
+    (``hidden``: ``{"variant": fn(path, folder) -> path}``, the grader's own timeline made from this one,
+    judged with it)."""
     path = paths.data_path(TIMELINE_FILE)
     require_function(c, time_per_phase, "time_per_phase")
-    want = reference_phase_times(path)
-    got = call(c, time_per_phase, path, name="time_per_phase", key_args=(TIMELINE_FILE,))
-    names_ok, totals_ok, detail = _compare_phases(got, want)
-    c.judge(
-        "phases",
-        names_ok,
-        detail,
-        "phases are the 'name' of the B (begin) events; E events have no "
-        "name: each closes the latest open B of the same pid, so keep a stack per pid",
-    )
-    hint = "duration = ts of the E minus ts of its B, in microseconds: divide by 1000; add up over all tensors"
-    if names_ok and not totals_ok:
-        ratio = np.median([float(got[k]) / want[k] for k in want if want[k] > 0])
-        if np.isclose(ratio, 1000, rtol=0.05):
-            hint = (
-                "your numbers are 1000 times too large: ts is in microseconds, report milliseconds"
-            )
-    c.judge("totals", totals_ok, detail if names_ok else "", hint)
     with tempfile.TemporaryDirectory(prefix="hvdcourse-ex08-") as folder:
-        cut = truncated_copy(path, folder)
-        want_cut = reference_phase_times(cut)
-        outcome = attempt(
-            time_per_phase, cut, name="time_per_phase", key_args=("truncated " + TIMELINE_FILE,)
+        files = [(path, TIMELINE_FILE)]
+        if hidden and hidden.get("variant"):
+            files.append((hidden["variant"](path, folder), "the grader's own timeline"))
+        names_ok = totals_ok = True
+        detail, ratio_of = "", None
+        for where, label in files:
+            want = reference_phase_times(where)
+            got = call(c, time_per_phase, where, name="time_per_phase", key_args=(label,))
+            ok_names, ok_totals, found = _compare_phases(got, want)
+            if not (ok_names and ok_totals) and not detail:
+                detail = found if label == TIMELINE_FILE else f"{label}: {found}"
+                ratio_of = (got, want) if ok_names else None
+            names_ok, totals_ok = names_ok and ok_names, totals_ok and ok_totals
+        c.judge(
+            "phases",
+            names_ok,
+            detail,
+            "phases are the 'name' of the B (begin) events; E events have no "
+            "name: each closes the latest open B of the same pid, so keep a stack per pid",
         )
-        if "value" in outcome:
-            _, ok, detail = _compare_phases(outcome["value"], want_cut)
-        else:  # the learner's reader failed on the broken file: that is the finding
-            ok, detail = False, f"{outcome['raised']['type']}: {outcome['raised']['message'][:160]}"
+        hint = "duration = ts of the E minus ts of its B, in microseconds: divide by 1000; add up over all tensors"
+        if names_ok and not totals_ok and ratio_of is not None:
+            got, want = ratio_of
+            ratio = np.median([float(got[k]) / want[k] for k in want if want[k] > 0])
+            if np.isclose(ratio, 1000, rtol=0.05):
+                hint = "your numbers are 1000 times too large: ts is in microseconds, report milliseconds"
+        c.judge("totals", totals_ok, detail if names_ok else "", hint)
+        ok, detail = True, ""
+        for number, (where, label) in enumerate(files):
+            name = "killed_run_timeline.json" if number == 0 else f"killed_run_{number}.json"
+            cut = truncated_copy(where, folder, out=name)
+            want_cut = reference_phase_times(cut)
+            outcome = attempt(
+                time_per_phase, cut, name="time_per_phase", key_args=("truncated " + label,)
+            )
+            if "value" in outcome:
+                _, good, found = _compare_phases(outcome["value"], want_cut)
+            else:  # the learner's reader failed on the broken file: that is the finding
+                good = False
+                found = f"{outcome['raised']['type']}: {outcome['raised']['message'][:160]}"
+            if not good and ok:
+                ok, detail = False, found if label == TIMELINE_FILE else f"{label}, cut: {found}"
         c.judge(
             "truncated",
             ok,
@@ -172,13 +192,15 @@ CHOICE_CASES = [
             "picks the fastest setup within the efficiency floor and the global-batch limit",
             2,
         ),
-        "limits": ("respects both limits in every case", 1),
+        "limits": ("respects both limits in every case (with at least half the cases right)", 1),
     },
 )
-def ex09_scaling(c, scaling_efficiency, choose_setup):
-    """Exercise 9: ``scaling_efficiency(curve)`` and ``choose_setup(curves, min_efficiency, max_global_batch)``."""
+def ex09_scaling(c, scaling_efficiency, choose_setup, hidden=None):
+    """Exercise 9: ``scaling_efficiency(curve)`` and ``choose_setup(curves, min_efficiency, max_global_batch)``
+    (``hidden``: the grader's own ``{"curves": [...], "choices": [...]}``, judged with these)."""
+    hidden = hidden or {}
     require_function(c, scaling_efficiency, "scaling_efficiency")
-    for curve in EFFICIENCY_CASES:
+    for curve in EFFICIENCY_CASES + list(hidden.get("curves", ())):
         got = call(c, scaling_efficiency, dict(curve), name="scaling_efficiency")
         want = {n: curve[n] / (n * curve[1]) for n in curve}
         try:
@@ -188,12 +210,15 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
         except (TypeError, ValueError, KeyError):
             good = False
         if not good:
-            speedup = isinstance(got, dict) and all(
-                np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve
-            )
+            try:
+                speedup = isinstance(got, dict) and all(
+                    np.isclose(float(got.get(n, -1)), curve[n] / curve[1]) for n in curve
+                )
+            except (TypeError, ValueError):
+                speedup = False
             c.fail(
                 "efficiency",
-                f"for {curve} you said {got}, expected "
+                f"for {curve} you said {got!r:.120}, expected "
                 f"{ {n: round(v, 3) for n, v in want.items()} }",
                 "that is the speedup; efficiency divides it by the number of workers"
                 if speedup
@@ -204,7 +229,8 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
         c.ok("efficiency")
     require_function(c, choose_setup, "choose_setup")
     wrong, broken = [], []
-    for curves, floor, cap, answer, lesson in CHOICE_CASES:
+    cases = CHOICE_CASES + list(hidden.get("choices", ()))
+    for curves, floor, cap, answer, lesson in cases:
         got = call(
             c,
             choose_setup,
@@ -215,9 +241,9 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
         )
         try:
             got = (int(got[0]), int(got[1]))
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError):
             c.stop(
-                f"choose_setup returned {got!r}; expected a pair (batch_per_worker, workers)",
+                f"choose_setup returned {got!r:.80}; expected a pair (batch_per_worker, workers)",
                 "return e.g. (128, 4)",
             )
             raise Stop
@@ -226,7 +252,7 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
             b, n = got
             eff = (
                 curves.get(b, {}).get(n, 0) / (n * curves.get(b, {}).get(1, np.inf))
-                if b in curves
+                if b in curves and n
                 else 0
             )
             if b * n > cap or eff < floor:
@@ -235,19 +261,27 @@ def ex09_scaling(c, scaling_efficiency, choose_setup):
         curves, floor, cap, answer, got, lesson = wrong[0]
         c.fail(
             "choose",
-            f"{len(wrong)} of {len(CHOICE_CASES)} cases wrong; e.g. min_efficiency={floor}, "
+            f"{len(wrong)} of {len(cases)} cases wrong; e.g. min_efficiency={floor}, "
             f"max_global_batch={cap}: expected {answer}, you chose {got}",
             lesson,
         )
     else:
         c.ok("choose")
-    c.judge(
-        "limits",
-        not broken,
-        "; ".join(broken[:2]),
-        "filter first (efficiency >= floor and "
-        "batch * workers <= max_global_batch), then take the highest images/s",
-    )
+    if broken:
+        c.fail(
+            "limits",
+            "; ".join(broken[:2]),
+            "filter first (efficiency >= floor and "
+            "batch * workers <= max_global_batch), then take the highest images/s",
+        )
+    else:  # staying within the limits is easy (one worker, the smallest batch): it counts with answers
+        c.judge(
+            "limits",
+            len(wrong) * 2 <= len(cases),
+            f"every choice is within the limits, but {len(wrong)} of {len(cases)} are not the fastest "
+            "setup: this point comes with at least half the cases right",
+            "among the setups within both limits, take the one with the highest images/s",
+        )
 
 
 # ------------------------------------------------------------------ exercise 10
@@ -327,10 +361,12 @@ def shellcheck(script: str) -> str:
         "shellcheck": ("is clean for shellcheck (no unset variables, quoting)", 1),
     },
 )
-def ex10_slurm(c, job_script):
-    """Exercise 10: ``job_script(nodes, tasks_per_node, minutes, epochs) -> str`` (a batch script)."""
+def ex10_slurm(c, job_script, hidden=None):
+    """Exercise 10: ``job_script(nodes, tasks_per_node, minutes, epochs) -> str`` (a batch script;
+    ``hidden``: the grader's own ``{"cases": [(nodes, tasks_per_node, minutes, epochs), ...]}``)."""
     require_function(c, job_script, "job_script")
-    scripts = {case: call(c, job_script, *case, name="job_script") for case in SLURM_CASES}
+    cases = SLURM_CASES + [tuple(case) for case in (hidden or {}).get("cases", ())]
+    scripts = {case: call(c, job_script, *case, name="job_script") for case in cases}
     if not all(isinstance(s, str) for s in scripts.values()):
         c.stop("job_script must return the script as a string", "return f'''#!/bin/bash ...'''")
         raise Stop
@@ -391,14 +427,23 @@ def ex10_slurm(c, job_script):
     }
     for key, found in problems.items():
         c.judge(key, not found, "; ".join(found[:2]), hints[key])
+    # a well-formed script earns its form's points only when it also asks for what it is given
+    # or starts the training it is given: '#!/bin/bash' alone is clean and well-formed
+    content = not problems["resources"] or not problems["launch"]
+    empty = "the form counts together with the content: ask for the resources given, or launch the training"
+    if not content and not problems["header"]:
+        c.fail("header", empty, hints["resources"])
     finding = shellcheck(scripts[SLURM_CASES[0]])
-    c.judge(
-        "shellcheck",
-        not finding,
-        f"shellcheck: {finding}",
-        "the Supercomputers talk's masks used ${fe}, which is never set, so every mask was empty: "
-        "shellcheck catches that kind of mistake before a job wastes its queue time",
-    )
+    if finding or content:
+        c.judge(
+            "shellcheck",
+            not finding,
+            f"shellcheck: {finding}",
+            "the Supercomputers talk's masks used ${fe}, which is never set, so every mask was empty: "
+            "shellcheck catches that kind of mistake before a job wastes its queue time",
+        )
+    else:
+        c.fail("shellcheck", empty, hints["launch"])
 
 
 # ------------------------------------------------------------------ exercise 11
@@ -431,6 +476,9 @@ BUG_KINDS = {
         "each rank validates on its own part: what makes the reported metrics the same?",
     ),
 }
+
+
+MAX_KINDS_PER_LINE = 2  # a line may show two mistakes (a callback list missing two callbacks)
 
 
 def buggy_script_lines() -> list:
@@ -477,24 +525,40 @@ def ex11_bugs(c, bugs):
             "use the kind names exactly as listed",
         )
         raise Stop
+    given = {}
+    for kind in bugs:
+        lines = bugs[kind] if isinstance(bugs[kind], (list, tuple, set)) else [bugs[kind]]
+        try:
+            given[kind] = {int(n) for n in lines}
+        except (TypeError, ValueError):
+            given[kind] = None
+    # one line named for most kinds is a guess, not a finding: such a line counts for none of them
+    shared = Counter(n for lines in given.values() if lines for n in lines)
     for kind, (_, hint) in BUG_KINDS.items():
         if kind not in bugs:
             c.fail(kind, "not found yet", hint)
             continue
-        lines = bugs[kind] if isinstance(bugs[kind], (list, tuple, set)) else [bugs[kind]]
-        try:
-            lines = {int(n) for n in lines}
-        except (TypeError, ValueError):
+        lines = given[kind]
+        if lines is None:
             c.fail(
                 kind,
                 f"{bugs[kind]!r} is not a line number",
                 "give the line number printed on the left",
             )
             continue
+        crowded = sorted(n for n in lines if shared[n] > MAX_KINDS_PER_LINE)
+        if crowded:
+            c.fail(
+                kind,
+                f"line {fmt(crowded)} is given for {shared[crowded[0]]} kinds; a line counts for at "
+                f"most {MAX_KINDS_PER_LINE}",
+                "each mistake shows at a line of its own: " + hint,
+            )
+            continue
         right = bug_lines(kind)
         c.judge(
             kind,
-            bool(lines & right),
-            f"line {fmt(sorted(lines))} is not where this one shows",
+            bool(lines) and lines <= right,
+            f"line {fmt(sorted(lines - right or lines))} is not where this one shows",
             hint,
         )

@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     folder = os.path.dirname(os.path.abspath(argv[1]))
     from hvdcourse.course.exercises import replay
     from hvdcourse.course.exercises.checks import EXERCISES
+    from hvdcourse.course.grading import hidden
 
     # when each stage ended, for the report's timing (the runner reads them as information only)
     stamps = [("start", STARTED), ("imports", time.time())]
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
                 recorder.observe("value", name, (), lambda v=value: {"value": v})
         try:
             with replay.mode(recorder):
-                exercise.check(*answers, quiet=True)
+                exercise.check(*answers, quiet=True, **hidden.options(ex_id))
         except BaseException as err:  # noqa: B902 - the judge reports what is missing
             errors.append(
                 {"cell": 0, "line": 0, "error": f"check {ex_id}: {type(err).__name__}: {err}"[:300]}

@@ -7,7 +7,8 @@ job on stdin: the exercises, the facts the grader read from the notebook's text
 (:mod:`hvdcourse.course.grading.extract`) and the answer data (:mod:`hvdcourse.course.grading.answers`, untrusted).
 It runs each check in replay mode (:class:`~hvdcourse.course.exercises.replay.Replayer`): the same check
 code that learners run, with every call to their code answered from the data, and every expected
-value computed here. The results go to stdout, a pipe only the grader holds.
+value computed here, on the inputs the learner saw and on the grader's own
+(:mod:`hvdcourse.course.grading.hidden`). The results go to stdout, a pipe only the grader holds.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def judge(job: dict) -> list:
     from hvdcourse.course.exercises import replay
     from hvdcourse.course.exercises.checks import EXERCISES
     from hvdcourse.course.exercises.result import CheckResult
+    from hvdcourse.course.grading import hidden
 
     data = job.get("answers")
     records = data.get("records") if isinstance(data, dict) else None
@@ -59,7 +61,7 @@ def judge(job: dict) -> list:
         try:
             values, missing, notes = answers_for(exercise, job["static"], replayer)
             with replay.mode(replayer):
-                result = exercise.check(*values, quiet=True)
+                result = exercise.check(*values, quiet=True, **hidden.options(ex_id))
         except replay.AnswerDataError as err:
             result = CheckResult(
                 ex_id,
