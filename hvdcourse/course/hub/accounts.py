@@ -120,7 +120,7 @@ def ensure(names: list, passwords_file: str, homes: str | None = None) -> dict:
             new_file = not os.path.exists(passwords_file)
             fd = os.open(passwords_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             with os.fdopen(fd, "w", newline="") as fh:
-                writer = csv.writer(fh)
+                writer = csv.writer(fh, lineterminator="\n")
                 if new_file:
                     writer.writerow(["username", "first_password"])
                 writer.writerow([name, password])
