@@ -176,6 +176,10 @@ def test_a_crashing_kernel_gets_its_own_result(graded):
 def test_malformed_json_is_reported_as_unreadable(graded):
     report = graded["reports"][("dave", "ex01_collectives")]
     assert report["status"] == "unreadable" and "not valid JSON" in report["problem"]
+    # its row names the file and what happened to it: it was submitted
+    assert "| 0 / 5 | ex01_collectives.ipynb (could not be read as a notebook) |" in feedback(
+        graded, "dave"
+    )
 
 
 def test_an_endless_loop_is_stopped_and_the_mpi_ranks_it_started_are_killed(graded):

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
+from hvdcourse.course.exercises import checks
 from hvdcourse.course.grading import grader
 from hvdcourse.course.grading.runner import take_rank_slot
 
@@ -130,3 +131,22 @@ def test_the_progress_line_shows_a_bar_and_the_time_left():
         == "[########------------] 8/20, 1m10s elapsed, about 1m45s left"
     )
     assert grader.progress_line(20, 20, 75) == "[####################] 20/20, 1m15s elapsed"
+
+
+def test_an_unreadable_notebook_is_named_in_its_exercise_row_not_called_not_submitted(tmp_path):
+    """A file that is not JSON, and JSON that is no notebook: each row names the file and what
+    happened to it, and only the exercise nobody handed in says 'not submitted'."""
+    folder = tmp_path / "class" / "pat"
+    folder.mkdir(parents=True)
+    (folder / "ex01_collectives.ipynb").write_text('{"cells": [', encoding="utf-8")
+    (folder / "ex03_sharding.ipynb").write_text('{"hello": "world"}', encoding="utf-8")
+    graded = grade(tmp_path / "class", tmp_path / "out", "--jobs", "1", timeout=300)
+    text = feedback(graded, "pat")
+    assert "| 0 / 5 | ex01_collectives.ipynb (could not be read as a notebook) |" in text
+    assert "| 0 / 4 | ex03_sharding.ipynb (could not be read as a notebook) |" in text
+    assert (
+        "- **Problem:** ex01_collectives.ipynb could not be read as a notebook: the file is not valid JSON"
+        in text
+    )
+    assert "| ex02: Collectives on 2 ranks: an exact global mean | 0 / 4 | not submitted |" in text
+    assert text.count("not submitted") == len(checks.EXERCISES) - 2

@@ -29,16 +29,39 @@ PROBLEM_TEXT = {
 }
 
 
+def notebook_exercise(nb: dict) -> str:
+    """The exercise a notebook was submitted for, by what the grader read of it or else by its file
+    name ('' if neither says): an unreadable file still names its exercise."""
+    from hvdcourse.course.exercises.checks import EXERCISES
+
+    named = [e for e in nb["report"].get("exercises", []) if e in EXERCISES]
+    if named:
+        return named[0]
+    stem = nb["name"][: -len(".ipynb")] if nb["name"].endswith(".ipynb") else nb["name"]
+    return next((e.id for e in EXERCISES.values() if stem.startswith(e.name)), "")
+
+
 def exercise_scores(student: dict, exercises: dict) -> dict:
-    """{exercise id: (CheckResult or None, notebook name)}: the best result of each exercise."""
-    best = {}
+    """{exercise id: (CheckResult or None, notebook name)}: the best result of each exercise; a
+    notebook that gave no result (unreadable, say) still names its exercise's notebook, with None."""
+    best, tried = {}, {}
     for nb in student["notebooks"]:
-        for data in nb["report"].get("results", []):
+        results = nb["report"].get("results", [])
+        for data in results:
             result = CheckResult.from_dict(data)
             known = best.get(result.exercise)
             if known is None or result.score > known[0].score:
                 best[result.exercise] = (result, nb["name"])
-    return {ex_id: best.get(ex_id, (None, "")) for ex_id in exercises}
+        if not results:
+            tried.setdefault(notebook_exercise(nb), nb["name"])
+    return {ex_id: best.get(ex_id, (None, tried.get(ex_id, ""))) for ex_id in exercises}
+
+
+def why_no_result(student: dict, name: str) -> str:
+    """What happened to the submitted notebook ``name`` that gave no result, in a few words."""
+    nb = next((nb for nb in student["notebooks"] if nb["name"] == name), None)
+    status = (nb or {}).get("report", {}).get("status", "")
+    return PROBLEM_TEXT.get(status, "gave no result")
 
 
 def zeroed(data: dict, why: str) -> dict:
@@ -127,9 +150,23 @@ def feedback(student: dict, exercises: dict, maxima: dict) -> str:
     for ex_id, title in exercises.items():
         result, nb = student["scores"][ex_id]
         points = f"{result.score:g} / {maxima[ex_id]:g}" if result else f"0 / {maxima[ex_id]:g}"
+        if nb and result is None:  # submitted, but nothing could be judged: say what happened
+            nb = f"{nb} ({why_no_result(student, nb)})"
         lines.append(f"| {ex_id}: {title} | {points} | {nb or 'not submitted'} |")
     for ex_id, title in exercises.items():
         result, nb = student["scores"][ex_id]
+        if result is None and nb:
+            report = next(n["report"] for n in student["notebooks"] if n["name"] == nb)
+            label = f"Exercise {int(ex_id[2:])}" if ex_id[2:].isdigit() else ex_id
+            lines += [
+                "",
+                f"## {label} - {title}: 0 of {maxima[ex_id]:g} points",
+                "",
+                f"- **Problem:** {nb} {why_no_result(student, nb)}"
+                + (f": {report['problem']}" if report.get("problem") else "")
+                + ". Nothing in it could be graded.",
+            ]
+            continue
         if result is None:
             continue
         lines += [
@@ -176,8 +213,9 @@ def summary(students: list, exercises: dict, maxima: dict, seconds: float) -> st
         scores = [r.score if r else 0 for r in results]
         mean = sum(scores) / n if n else 0
         full = sum(1 for r in results if r and r.passed)
+        submitted = sum(1 for s in students if s["scores"][ex_id][1])
         lines.append(
-            f"| {ex_id}: {title} | {maxima[ex_id]:g} | {mean:.2f} | {full} | {sum(1 for r in results if r)} |"
+            f"| {ex_id}: {title} | {maxima[ex_id]:g} | {mean:.2f} | {full} | {submitted} |"
         )
     failures = Counter()
     for s in students:
