@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from hvdcourse.course.hub import limits, server
@@ -61,6 +62,17 @@ def parser() -> argparse.ArgumentParser:
         "--admin", action="append", default=[], help="a roster name who may administer the hub"
     )
     start.add_argument("--slurm-partition", default="", help="(slurm) the partition of the jobs")
+    start.add_argument(
+        "--slurm-node-address",
+        default="",
+        help="(slurm) the address of every node, when Slurm's node names are not host names "
+        "(127.0.0.1 for the course's one-machine cluster)",
+    )
+    start.add_argument(
+        "--no-slurm-mem",
+        action="store_true",
+        help="(slurm) ask Slurm for no memory (for nodes that declare none)",
+    )
     sub.add_parser("status", parents=[common], help="the hub's address and learners' servers")
     sub.add_parser("stop", parents=[common], help="stop the hub and every learner's server")
     return top
@@ -94,7 +106,12 @@ def main(argv=None) -> int:
             procs=args.procs,
             idle_timeout=args.idle_timeout,
             admins=tuple(args.admin),
-            slurm={"partition": args.slurm_partition},
+            slurm={
+                "partition": args.slurm_partition,
+                "node_address": args.slurm_node_address,
+                "ask_memory": not args.no_slurm_mem,
+                "conf": os.environ.get("SLURM_CONF", ""),
+            },
             say=_say,
         )
         return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 SLURM = "batchspawner.SlurmSpawner"
 LOCAL = "hvdcourse.course.hub.spawner.LimitedSpawner"
@@ -33,6 +34,8 @@ def spawner_environment(s: dict) -> dict:
         # the course's kernel spec and the lab's settings (lessons open as notebooks)
         "JUPYTER_PATH": os.path.join(s["prefix"], "share", "jupyter"),
         s["marker"]: s["marker_value"],  # finds every process of this hub again (stop)
+        # (slurm) the cluster that sbatch, squeue and scancel talk to, when not the system's
+        **({"SLURM_CONF": s["slurm"]["conf"]} if s.get("slurm", {}).get("conf") else {}),
     }
 
 
@@ -103,14 +106,21 @@ def apply(c, settings_path: str) -> None:
     if s["spawner"] == "slurm":
         hub.spawner_class = SLURM
         slurm = c.SlurmSpawner
-        slurm.exec_prefix = "runuser -u {username} --"  # the hub is root; no sudo needed
+        # the hub is root: runuser (util-linux) instead of sudo; the servers' PATH has no /usr/sbin
+        runuser = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "runuser"
+        slurm.exec_prefix = runuser + " -u {username} --"
         slurm.batchspawner_singleuser_cmd = os.path.join(
             s["hub_venv"], "bin", "batchspawner-singleuser"
         )
         slurm.req_partition = s["slurm"].get("partition", "")
         slurm.req_runtime = s["slurm"].get("runtime", "4:00:00")
-        slurm.req_memory = f"{max(1, s['limits']['memory'] // 2**20)}M"
+        if s["slurm"].get("ask_memory", True):  # (nodes that declare no RealMemory accept none)
+            slurm.req_memory = f"{max(1, s['limits']['memory'] // 2**20)}M"
         slurm.req_nprocs = str(max(1, int(float(s["limits"]["cpus"]))))
+        address = s["slurm"].get("node_address", "")
+        if address:  # Slurm's node names are not host names (the course's one-machine cluster)
+            slurm.state_exechost_exp = address
+            slurm.ip = address
         hub.hub_connect_ip = s["slurm"].get("hub_connect_ip", "127.0.0.1")
     else:
         hub.spawner_class = LOCAL

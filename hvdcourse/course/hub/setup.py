@@ -109,6 +109,9 @@ def check_port(port: int, ip: str) -> int:
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: a port is a number from 1 to 65535")
     with socket.socket() as sock:
+        # as the proxy binds: a port whose last connections are in TIME_WAIT (just after
+        # make hub-stop) is free to it
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((ip, port))
         except OSError as err:

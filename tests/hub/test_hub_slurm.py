@@ -1,0 +1,121 @@
+"""The class hub with ``--spawner slurm``: a learner's server as a Slurm job of the course's
+one-machine cluster (batchspawner's SlurmSpawner), reached through the hub's proxy, and gone with
+its job when the hub stops. A cluster of its own (its own folder and ports) and one learner.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from conftest import ROOT
+from hvdcourse.course.hub import setup
+from hvdcourse.course.hub.api import Hub
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("useradd"),
+    reason="needs root and useradd (the hub makes learners' accounts)",
+)
+
+
+def hub_cli(*argv, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hvdcourse.course.hub", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm_hub():
+    from hvdcourse.course.slurm_cluster import LocalCluster
+
+    install = subprocess.run(
+        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    base = tempfile.mkdtemp(prefix="hvdhubs-")
+    os.chmod(base, 0o755)
+    homes, state = os.path.join(base, "homes"), os.path.join(base, "state")
+    os.makedirs(homes, mode=0o755)
+    name = f"hvdhubs{os.urandom(2).hex()}"
+    roster = os.path.join(base, "roster.csv")
+    with open(roster, "w") as fh:
+        fh.write(f"username\n{name}\n")
+    cluster = LocalCluster(os.path.join(base, "slurm"))
+    try:
+        cluster.start(timeout=60)
+        env = cluster.env()
+        proc = hub_cli(
+            "start",
+            "--roster",
+            roster,
+            "--state",
+            state,
+            "--homes",
+            homes,
+            "--port",
+            str(setup.free_port()),
+            "--spawner",
+            "slurm",
+            "--slurm-node-address",
+            "127.0.0.1",
+            "--no-slurm-mem",  # the local cluster's nodes declare no memory
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        settings = setup.State(state).read_settings()
+        api = Hub(f"http://127.0.0.1:{settings['port']}", settings["service_token"])
+        yield {"name": name, "api": api, "state": state, "cluster": cluster, "env": env}
+    finally:
+        hub_cli("stop", "--state", state)
+        cluster.stop(quiet=True, remove=True)
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_learners_server_runs_as_a_slurm_job_and_goes_with_the_hub(slurm_hub):
+    api, name, env = slurm_hub["api"], slurm_hub["name"], slurm_hub["env"]
+    began = time.monotonic()
+    api.start(name)
+    api.wait_ready([name], timeout=120)
+    print(f"server ready as a Slurm job in {time.monotonic() - began:.1f} s")
+    status, body = api.call("GET", f"/user/{name}/api/status")
+    assert status == 200 and "kernels" in body, (status, body)
+    jobs = subprocess.run(
+        ["squeue", "-h", "-o", "%u %T %j"], capture_output=True, text=True, env=env, timeout=30
+    ).stdout.split()
+    assert jobs[:2] == [name, "RUNNING"] and jobs[2].startswith("spawner-jupyterhub"), jobs
+    uid = pwd.getpwnam(name).pw_uid
+    servers = [
+        p
+        for p in psutil.process_iter(["uids", "cmdline"])
+        if p.info["uids"].real == uid and "jupyterhub-singleuser" in " ".join(p.info["cmdline"])
+    ]
+    assert servers, "no jupyterhub-singleuser process of the learner"
+    proc = hub_cli("stop", "--state", slurm_hub["state"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    queue = subprocess.run(
+        ["squeue", "-h"], capture_output=True, text=True, env=env, timeout=30
+    ).stdout
+    assert queue.strip() == ""
+    deadline = time.monotonic() + 20  # slurmd ends the job's processes a moment after scancel
+    while time.monotonic() < deadline and any(
+        p.uids().real == uid for p in psutil.process_iter() if p.is_running()
+    ):
+        time.sleep(0.5)
+    assert not [p.cmdline() for p in psutil.process_iter() if p.uids().real == uid]
