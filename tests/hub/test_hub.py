@@ -114,6 +114,14 @@ def test_start_prints_the_hub_url_on_loopback(hub):
         if c.status == "LISTEN" and c.laddr.port == hub["settings"]["port"]
     ]
     assert listening == ["127.0.0.1"]
+    marker, value = hub["settings"]["marker"], hub["settings"]["marker_value"]
+    culler = [
+        p
+        for p in psutil.process_iter(["cmdline", "environ"])
+        if (p.info["environ"] or {}).get(marker) == value
+        and "jupyterhub_idle_culler" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert len(culler) == 1 and "--timeout=600" in culler[0].info["cmdline"]
     print(f"hub started (accounts, files, JupyterHub, proxy) in {hub['hub_start_s']:.1f} s")
 
 
@@ -218,6 +226,42 @@ def test_the_learners_kernel_is_the_course_and_a_learner_can_run_it(hub):
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-1000:]
+
+
+def test_a_kernel_started_through_the_hub_runs_horovod_as_the_learner(hub):
+    import jupyter_client
+
+    name = hub["names"][0]
+    status, kernel = hub["api"].call("POST", f"/user/{name}/api/kernels", timeout=60)
+    assert status == 201, kernel
+    runtime = os.path.join(pwd.getpwnam(name).pw_dir, ".local", "share", "jupyter", "runtime")
+    connection = os.path.join(runtime, f"kernel-{kernel['id']}.json")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(connection) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    client = jupyter_client.BlockingKernelClient(connection_file=connection)
+    client.load_connection_file()
+    client.start_channels()
+    out = []
+    try:
+        client.kernel_info(reply=True, timeout=120)  # (wait_for_ready needs a heartbeat first)
+        code = (
+            "import os, pwd, horovod.tensorflow as hvd, tensorflow as tf\n"
+            "hvd.init()\n"
+            "print(pwd.getpwuid(os.getuid()).pw_name, hvd.size(), tf.keras.__name__)\n"
+            "print(open('/proc/self/cgroup').read())"
+        )
+        reply = client.execute_interactive(
+            code, timeout=180, output_hook=lambda msg: out.append(msg["content"].get("text", ""))
+        )
+    finally:
+        client.stop_channels()
+        hub["api"].call("DELETE", f"/user/{name}/api/kernels/{kernel['id']}")
+    text = "".join(out)
+    assert reply["content"]["status"] == "ok", text
+    assert text.startswith(f"{name} 1 tf_keras"), text  # Keras 2, as the lessons need
+    if hub["settings"]["cgroups"] != "none":
+        assert f"/hvdcourse-hub/{name}" in text  # the kernel is inside the learner's limits
 
 
 def test_starting_again_makes_no_account_twice(hub):
