@@ -353,3 +353,19 @@ def test_bad_input_gets_one_clear_line(tmp_path, roster, extra, message):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("hvdcourse: error:") and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_without_cgroups_only_the_process_limit_holds_and_the_hub_says_so(tmp_path):
+    (tmp_path / "memory").mkdir()  # a folder that looks like cgroups v1 but is not one
+    assert limits.mode(str(tmp_path)) == "none"
+    assert not (tmp_path / "memory" / limits.PARENT).exists()
+    line = limits.describe(limits.Limits(2**31, 1.0, 512), "none")
+    assert "512 processes (RLIMIT_NPROC) only" in line and "NOT limited" in line
+
+
+def test_memory_sizes_read_as_powers_of_1024():
+    assert limits.parse_bytes("2G") == 2**31 == limits.parse_bytes("2GiB")
+    assert limits.parse_bytes("512m") == 512 * 2**20
+    for bad in ("lots", "1M", ""):
+        with pytest.raises(ValueError):
+            limits.parse_bytes(bad)

@@ -51,16 +51,36 @@ def parse_bytes(text: str) -> int:
 
 
 def mode(root: str = CGROUP_ROOT) -> str:
-    """``'v2'``, ``'v1'`` or ``'none'``: which cgroups this machine lets root limit learners with."""
+    """``'v2'``, ``'v1'`` or ``'none'``: which cgroups this machine lets root limit learners with,
+    found by making the hub's parent group(s) (a container's cgroups may be read-only, or refuse
+    to hand the controllers down)."""
     controllers = os.path.join(root, "cgroup.controllers")
     if os.path.isfile(controllers):
         with open(controllers) as fh:
             found = set(fh.read().split())
-        if {"memory", "cpu", "pids"} <= found and os.access(root, os.W_OK):
-            return "v2"
-    if all(os.access(os.path.join(root, c), os.W_OK) for c in ("memory", "cpu", "pids")):
+        if {"memory", "cpu", "pids"} <= found:
+            try:
+                os.makedirs(os.path.join(root, PARENT), exist_ok=True)
+                for folder in (root, os.path.join(root, PARENT)):
+                    _write(folder, "cgroup.subtree_control", "+memory +cpu +pids")
+                if os.path.isfile(os.path.join(root, PARENT, "cgroup.procs")):
+                    return "v2"
+            except OSError:
+                pass
+    made = []
+    try:
+        for controller in ("memory", "cpu", "pids"):
+            folder = os.path.join(root, controller, PARENT)
+            if not os.path.isdir(folder):
+                os.mkdir(folder)
+                made.append(folder)
+            if not os.path.isfile(os.path.join(folder, "cgroup.procs")):  # not a cgroup file system
+                raise OSError(f"{folder} is not a cgroup")
         return "v1"
-    return "none"
+    except OSError:
+        for folder in made:
+            os.rmdir(folder)
+        return "none"
 
 
 def describe(limits: Limits, how: str) -> str:
