@@ -322,7 +322,7 @@ def test_the_spawner_is_chosen_by_one_setting():
         "marker_value": "1",
         "limits": {"memory": 2**30, "cpus": 1.0, "procs": 64},
         "cgroups": "v1",
-        "slurm": {"partition": "debug"},
+        "slurm": {"partition": "debug", "hub_address": "10.0.0.1"},
     }
     with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
         for spawner, expected in (("local", hubconfig.LOCAL), ("slurm", hubconfig.SLURM)):
@@ -334,6 +334,7 @@ def test_the_spawner_is_chosen_by_one_setting():
             hubconfig.apply(c, fh.name)
             assert c.JupyterHub.spawner_class == expected
     assert c.SlurmSpawner.req_partition == "debug" and c.SlurmSpawner.req_memory == "1024M"
+    assert c.JupyterHub.hub_connect_ip == "10.0.0.1" and c.JupyterHub.ip == "127.0.0.1"
 
 
 @pytest.mark.parametrize(

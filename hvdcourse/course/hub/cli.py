@@ -69,6 +69,12 @@ def parser() -> argparse.ArgumentParser:
         "(127.0.0.1 for the course's one-machine cluster)",
     )
     start.add_argument(
+        "--slurm-hub-address",
+        default="",
+        help="(slurm) where the nodes reach the hub's API, e.g. the head node's cluster-network "
+        "address (default 127.0.0.1: nodes on this machine)",
+    )
+    start.add_argument(
         "--no-slurm-mem",
         action="store_true",
         help="(slurm) ask Slurm for no memory (for nodes that declare none)",
@@ -109,6 +115,7 @@ def main(argv=None) -> int:
             slurm={
                 "partition": args.slurm_partition,
                 "node_address": args.slurm_node_address,
+                "hub_address": args.slurm_hub_address,
                 "ask_memory": not args.no_slurm_mem,
                 "conf": os.environ.get("SLURM_CONF", ""),
             },

@@ -121,7 +121,9 @@ def apply(c, settings_path: str) -> None:
         if address:  # Slurm's node names are not host names (the course's one-machine cluster)
             slurm.state_exechost_exp = address
             slurm.ip = address
-        hub.hub_connect_ip = s["slurm"].get("hub_connect_ip", "127.0.0.1")
+        # the servers on the nodes call the hub's API: on a real cluster it must listen where the
+        # nodes reach it (the proxy, the learners' entrance, stays on 127.0.0.1)
+        hub.hub_ip = hub.hub_connect_ip = s["slurm"].get("hub_address") or "127.0.0.1"
     else:
         hub.spawner_class = LOCAL
         c.LimitedSpawner.procs_limit = s["limits"]["procs"]
