@@ -24,9 +24,11 @@ SETUP_NAME=setup
 # shellcheck source=tools/setup_lib.sh
 source "$ROOT/tools/setup_lib.sh"
 # what a learner needs: the build, MPI, the book's diagrams, and the local Slurm cluster and Prometheus
-# that the Slurm and monitoring lessons start (the README's learner line names these)
+# that the Slurm and monitoring lessons start; and the grader's sandbox when the instructor is not root
+# (bubblewrap), so that an instructor's install without the tests has it too (the README's learner line
+# names these)
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin graphviz procps munge slurm-wlm
-              slurm-wlm-basic-plugins prometheus prometheus-node-exporter)
+              slurm-wlm-basic-plugins prometheus prometheus-node-exporter bubblewrap)
 # what only the tests (browser tests, the Slurm exercise's shellcheck) and an instructor's lab
 # (`make lab-cluster`) need: installed when WITH_TEST_PACKAGES=1 (`make test`)
 TEST_APT_PACKAGES=(chromium shellcheck ansible-core)

@@ -13,15 +13,18 @@ import subprocess
 import sys
 
 
-def grade(folder, out, *options, env=None, timeout: float = 1500) -> dict:
-    """Grade the class in ``folder`` into ``out`` with ``options``; assert it exits 0.
+def grade(
+    folder, out, *options, env=None, timeout: float = 1500, launcher=(sys.executable,), cwd=None
+) -> dict:
+    """Grade the class in ``folder`` into ``out`` with ``options``; assert it exits 0. ``launcher``: how
+    the grader's Python is started (another user's: ``("runuser", "-u", USER, "--", PYTHON)``).
 
     Returns ``rows`` (student -> their row of scores.csv), ``reports`` ((student, notebook name
     without .ipynb) -> its report in results.json), ``first`` (student -> the report of their first
     notebook), ``stdout`` and ``out``."""
     run = subprocess.run(
         [
-            sys.executable,
+            *launcher,
             "-m",
             "hvdcourse.course.grading.grader",
             str(folder),
@@ -33,6 +36,7 @@ def grade(folder, out, *options, env=None, timeout: float = 1500) -> dict:
         text=True,
         timeout=timeout,
         env=env,
+        cwd=cwd,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(os.path.join(out, "scores.csv")) as fh:

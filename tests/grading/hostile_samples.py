@@ -142,14 +142,15 @@ except OSError as err:
 WRONG_LOOKS_RIGHT = ("patch_numpy_and_mpi4py", "patch_check_classes", "replace_builtins")
 
 
-def build(out: str, bob_ex01: str) -> dict:
-    """Write one student per attack into ``out``; return {student: expected ex01 score or None (= 0)}."""
+def build(out: str, bob_ex01: str, attacks: dict | None = None) -> dict:
+    """Write one student per attack (of ``attacks``, default :data:`ATTACKS`) into ``out``; return
+    {student: expected ex01 score or None (= 0)}."""
     learner = nbformat.read(os.path.join(ROOT, "exercises", "ex01_collectives.ipynb"), as_version=4)
     answer = next(
         i for i, c in enumerate(learner.cells) if 'raise NotImplementedError("Exercise' in c.source
     )
     students = {}
-    for name, source in ATTACKS.items():
+    for name, source in (ATTACKS if attacks is None else attacks).items():
         for wrong in (False, True) if name in WRONG_LOOKS_RIGHT else (False,):
             nb = nbformat.from_dict(learner)
             nb = nbformat.reads(nbformat.writes(learner), as_version=4)

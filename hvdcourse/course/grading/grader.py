@@ -6,9 +6,12 @@ SUBMISSIONS holds one folder per student with their notebooks (``alice/ex04_ring
 or one notebook per student (``alice.ipynb``). Every notebook runs in its own temporary folder, in a
 fresh course kernel, with a time limit, an output cap and limits on memory, processes and CPU time,
 under the sandbox of :mod:`hvdcourse.course.grading.audit` (no reading of the solutions, the exercise
-sources, the tests or other submissions; no writing outside its folder; those folders are also
-hidden in a private mount namespace where ``unshare`` works) and, when the grader runs as root, as a
-user of its own. The checks never run where the student's code runs: the runner
+sources, the tests or other submissions; no writing outside its folder). When the grader runs as
+root, those folders are also hidden in a private mount namespace (``unshare``) and every notebook runs
+as a user of its own; when it does not, the notebook's processes run under bubblewrap
+(:mod:`hvdcourse.course.grading.bwrap`: the system and the course read-only, no home folders, a
+private /tmp, no network, those folders hidden). Where neither can be had, the grader refuses to run
+unless told ``--unsafe-no-sandbox``. The checks never run where the student's code runs: the runner
 (:mod:`hvdcourse.course.grading.runner`) records what the student's functions return as data, and the
 judge (:mod:`hvdcourse.course.grading.judge`), a fresh process loaded from the course's own files, decides
 the points. Checks of distributed code run on 2 MPI ranks. Writes ``scores.csv``,
@@ -34,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from hvdcourse.course.bench import machine
 from hvdcourse.course.exercises import paths
 from hvdcourse.course.grading.common import GRACE, Stages, progress_line
-from hvdcourse.course.grading import processes
+from hvdcourse.course.grading import bwrap, processes
 from hvdcourse.course.grading import report as reporting
 from hvdcourse.course.grading.runner import TOKEN_ENV, skip_slow_schema_formats
 from hvdcourse.runtime.errors import UsageError, run_cli
@@ -224,6 +227,7 @@ def grade_notebook(
         "output_cap": int(args.output_cap * 1000),
         "report": os.path.join(private, "report.json"),
         "hide": can_hide() and not args.no_hide,
+        "bwrap": getattr(args, "bwrap", None),
         "rank_locks": getattr(args, "rank_locks", []),
     }
     job["started"] = time.time()  # the runner times its start from here
@@ -401,6 +405,12 @@ def add_options(parser) -> None:
         help="do not hide the denied folders in a mount namespace (the audit hook still denies)",
     )
     parser.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="grade even where the notebooks cannot be confined (not root, and no bubblewrap that "
+        "works): they then run as your own user, under the audit hook alone",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep each notebook's sandbox folder (debugging)"
     )
 
@@ -497,14 +507,43 @@ def grade_class(argv=None) -> int:
     return write_results(args.out, students, outcomes, time.monotonic() - start)
 
 
+NO_SANDBOX = (
+    "no sandbox for the notebooks here: {why}. Install bubblewrap (sudo apt-get install bubblewrap; "
+    "it needs user namespaces), or grade as root; --unsafe-no-sandbox runs them unconfined, as {who}"
+)
+
+
+def sandbox_of(args):
+    """How the notebooks are confined besides the audit hook: 'root' (a user per notebook in a mount
+    namespace), 'bwrap' (bubblewrap, for a grader that is not root) or 'none' (only with --no-hide or
+    --unsafe-no-sandbox); raises :class:`~hvdcourse.runtime.errors.UsageError` where none can be had."""
+    if os.geteuid() == 0:
+        if args.no_hide or can_hide():
+            return "root" if can_hide() and not args.no_hide else "none"
+        why, who = "the grader is root but cannot make a mount namespace (unshare)", "root"
+    else:
+        if bwrap.available():
+            return "bwrap"
+        why = "the grader is not root and bubblewrap (bwrap) " + (
+            "cannot make its namespaces" if shutil.which("bwrap") else "is not installed"
+        )
+        who = "your own user"
+    if getattr(args, "unsafe_no_sandbox", False):
+        print(f"warning: {why}; the notebooks run unconfined (--unsafe-no-sandbox)", flush=True)
+        return "none"
+    raise UsageError(NO_SANDBOX.format(why=why, who=who))
+
+
 def grade_local(args, students: list, rank_slots: int) -> list:
     """[(student, outcome)] for every notebook of ``students``, ``args.jobs`` at a time on this machine."""
+    mode = sandbox_of(args)
+    args.bwrap = {"exe": bwrap.available(), "hide": not args.no_hide} if mode == "bwrap" else None
     scratch = tempfile.mkdtemp(prefix="hvdg-")
     os.chmod(scratch, 0o711)  # the sandbox users may enter their own folder, not list the others
     deny = deny_list(args.submissions, args.out, scratch, getattr(args, "deny", None) or ())
     tasks = [(s, p) for s, nbs in students for p in nbs]
     # a user per notebook needs the namespace
-    root = os.geteuid() == 0 and can_hide() and not args.no_hide
+    root = mode == "root"
     users = queue.Queue()
     base = free_uids(args.jobs) if root else None
     for slot in range(args.jobs):
@@ -516,12 +555,13 @@ def grade_local(args, students: list, rank_slots: int) -> list:
         f"grading {len(tasks)} notebook(s) of {len(students)} student(s), {args.jobs} at a time "
         f"({rank_slots} rank check(s) at a time), {args.timeout:g} s each at most; limits: {args.mem_mb} MB, "
         f"{args.nproc} processes, {args.cpu} CPU s; sandbox: audit hook"
-        + (" + hidden folders (mount namespace)" if can_hide() and not args.no_hide else "")
-        + (
-            " + a user per notebook"
-            if root
-            else " (same user as the grader: run as root for a user per notebook)"
-        ),
+        + {
+            "root": " + hidden folders (mount namespace) + a user per notebook",
+            "bwrap": " + bubblewrap (system and course read-only, no home folders, private /tmp, "
+            + ("hidden folders, " if not args.no_hide else "")
+            + "no network; same user as the grader)",
+            "none": " (same user as the grader, nothing hidden)",
+        }[mode],
         flush=True,
     )
     done, lock, start = [0], threading.Lock(), time.monotonic()

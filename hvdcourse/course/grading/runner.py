@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from hvdcourse.course.grading import confine, processes
+from hvdcourse.course.grading import bwrap, confine, processes
 from hvdcourse.course.grading.common import Stages
 
 TOKEN_ENV = "HVDCOURSE_SUBMISSION_TOKEN"
@@ -119,10 +119,13 @@ def prepare_site(job: dict) -> str:
     spec = os.path.join(site, "kernels", KERNEL_NAME)
     os.makedirs(spec, exist_ok=True)
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    if job.get("bwrap"):  # its parent is bubblewrap's init, pid 1: not a sign that the runner ended
+        kernel.append("--IPKernelApp.parent_handle=0")
+    kernel = confine.command(job["limits"], uid, kernel, give="{connection_file}")
     with open(os.path.join(spec, "kernel.json"), "w") as fh:
         json.dump(
             {
-                "argv": confine.command(job["limits"], uid, kernel, give="{connection_file}"),
+                "argv": confined(job, job["sandbox"], kernel),
                 "display_name": "Python 3 (course grader)",
                 "language": "python",
             },
@@ -204,13 +207,31 @@ def make_reachable(paths: list, stage: str) -> list:
     return covered
 
 
+def confined(job: dict, workdir: str, cmd: list) -> list:
+    """``cmd`` inside bubblewrap when the grader is not root (see :mod:`hvdcourse.course.grading.bwrap`)."""
+    sandbox = job.get("bwrap")
+    if not sandbox:
+        return cmd
+    return bwrap.command(job, workdir, cmd, exe=sandbox["exe"], hide=sandbox["hide"])
+
+
+def killed_by(job: dict, returncode) -> int | None:
+    """The signal that ended a submission's process (bwrap exits with 128 + the signal)."""
+    if job.get("bwrap"):
+        return bwrap.exit_signal(returncode)
+    return -returncode if returncode is not None and returncode < 0 else None
+
+
 class OutputCapExceeded(Exception):
     """A cell printed more than the grader accepts."""
 
 
-def _capped_client(nb, sandbox: str, cell_timeout: float, output_cap: int, site: str):
+def _capped_client(
+    nb, sandbox: str, cell_timeout: float, output_cap: int, site: str, ipc: bool = False
+):
     """An nbclient client that interrupts a cell as soon as the notebook's output passes ``output_cap`` bytes,
-    and starts the course kernel of ``site`` (see :func:`prepare_site`)."""
+    and starts the course kernel of ``site`` (see :func:`prepare_site`); ``ipc``: through Unix sockets
+    in ``sandbox`` (a kernel in bubblewrap has a network of its own)."""
     from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
 
@@ -224,6 +245,11 @@ def _capped_client(nb, sandbox: str, cell_timeout: float, output_cap: int, site:
             self.km = self.kernel_manager_class(
                 kernel_name=self.kernel_name, kernel_spec_manager=specs, config=self.config
             )
+            # the sockets in the sandbox's folder, the connection file in its read-only site
+            if ipc:
+                self.km.transport = "ipc"
+                self.km.ip = os.path.join(sandbox, "kernel")
+                self.km.connection_file = os.path.join(site, "runtime", "kernel.json")
             return self.km
 
         def output(self, outs, msg, display_id, cell_index):
@@ -278,7 +304,14 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
     # the course kernel's spec, whatever the notebook names
     os.environ["JUPYTER_PATH"] = job["site"]
     os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(job["site"], "runtime")
-    client = _capped_client(nb, sandbox, int(job["cell_timeout"]), job["output_cap"], job["site"])
+    client = _capped_client(
+        nb,
+        sandbox,
+        int(job["cell_timeout"]),
+        job["output_cap"],
+        job["site"],
+        ipc=bool(job.get("bwrap")),
+    )
     deadline = time.monotonic() + job["timeout"]
     start, index = time.monotonic(), 0
     stages = stages or Stages()
@@ -358,7 +391,7 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
         )
     except DeadKernelError as err:
         code = getattr(err, "exit_code", None)
-        if code == -signal.SIGXCPU:
+        if killed_by(job, code) == signal.SIGXCPU:
             report["status"] = "cpu-limit"
             report["problem"] = (
                 f"the kernel used more than {job['limits']['cpu']} s of CPU time in cell "
@@ -471,6 +504,7 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
             out,
         ],
     )
+    cmd = confined(job, folder, cmd)
     # the 2-rank checks of notebooks graded at once take turns
     stages = stages or Stages()
     held = take_rank_slot(job.get("rank_locks", []))
@@ -491,7 +525,7 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
             stop_everything(job)
             proc.wait()
     report["check_seconds"] = round(time.monotonic() - start, 1)
-    if proc.returncode == -signal.SIGXCPU:
+    if killed_by(job, proc.returncode) == signal.SIGXCPU:
         report["answer_problem"] = (
             f"the checks of your answers used more than {job['limits']['cpu']} s of CPU time"
         )
@@ -608,6 +642,8 @@ def main(argv=None) -> int:
         # before /root may be covered (make_reachable)
         share_data(os.path.join(job["site"], "data"))
         hidden = hide(job["deny"]) if job.get("hide") else []
+        if (job.get("bwrap") or {}).get("hide"):
+            hidden = [d for d in job["deny"] if os.path.isdir(d)]
         if job.get("uid") is not None:
             make_reachable(
                 [sys.executable, sys.prefix, job["root"]], os.path.join(job["private"], "reach")

@@ -31,6 +31,7 @@ OPTIONS = (
     "cpu",
     "deny",
     "no_hide",
+    "unsafe_no_sandbox",
     "keep",
 )
 POLL = 3  # seconds between two looks at the queue
