@@ -169,6 +169,12 @@ def graded(user):
         grading_samples.BOB_EX01,
         {"escape_libc": escape_cell(targets, server.getsockname()[1])},
     )
+    # dave's rich output, which the grader itself must interrupt (in the kernel, not bubblewrap)
+    os.makedirs(os.path.join(folder, "output_cap"))
+    shutil.copy(
+        os.path.join(os.path.dirname(__file__), "submissions", "dave", "ex03_sharding.ipynb"),
+        os.path.join(folder, "output_cap"),
+    )
     os.makedirs(out)
     for top, dirs, files in os.walk(user.home):
         for name in [top] + [os.path.join(top, n) for n in dirs + files]:
@@ -179,7 +185,7 @@ def graded(user):
             folder,
             out,
             *("--jobs", "2", "--timeout", "120", "--cell-timeout", "30"),
-            *("--mem-mb", "4096", "--nproc", "256"),
+            *("--mem-mb", "4096", "--nproc", "256", "--output-cap", "500"),
             env=env,
             timeout=1200,
             launcher=(RUNUSER, "-u", user.name, "--", user.python),
@@ -222,6 +228,11 @@ def test_libc_reaches_no_hidden_file_no_writable_folder_and_no_network(graded):
 def test_the_course_files_are_unchanged_and_the_limits_hold(graded):
     assert not graded["changed"]
     assert graded["first"]["fork_bomb_and_memory"]["status"] in ("memory-limit", "process-limit")
+
+
+def test_a_cell_past_the_output_cap_is_interrupted_not_killed(graded):
+    report = graded["first"]["output_cap"]
+    assert report["status"] == "output-cap" and "it was interrupted" in report["problem"], report
 
 
 def test_no_process_of_the_grader_is_left(graded):

@@ -120,6 +120,24 @@ def command(job: dict, workdir: str, cmd: list, exe: str | None = None, hide: bo
     return args + ["--", *cmd]
 
 
+def sandboxed(pid: int) -> int:
+    """The process that bubblewrap ``pid`` runs (below its own one or two), else ``pid``: a signal
+    meant for it must go there, since bubblewrap passes none on (it dies and takes the sandbox along)."""
+    found = pid
+    for _ in range(3):
+        try:
+            with open(f"/proc/{found}/task/{found}/children") as fh:
+                children = fh.read().split()
+            with open(f"/proc/{found}/cmdline", "rb") as fh:
+                program = os.path.basename(fh.read().split(b"\0")[0])
+        except OSError:
+            break
+        if program != b"bwrap" or not children:
+            return found
+        found = int(children[0])
+    return found if found != pid else pid
+
+
 def exit_signal(returncode) -> int | None:
     """The signal that ended a sandboxed process, from bwrap's exit code (128 + the signal)."""
     if returncode is None:

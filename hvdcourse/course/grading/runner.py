@@ -255,8 +255,9 @@ def _capped_client(
         def output(self, outs, msg, display_id, cell_index):
             self.output_bytes += len(json.dumps(msg.get("content", {})))
             if self.output_bytes > output_cap:
-                # stop the cell at its source
-                os.kill(self.km.provisioner.process.pid, signal.SIGINT)
+                # stop the cell at its source (the kernel itself: a signal to bubblewrap would kill it)
+                pid = self.km.provisioner.process.pid
+                os.kill(bwrap.sandboxed(pid) if ipc else pid, signal.SIGINT)
                 raise OutputCapExceeded(cell_index)
             return super().output(outs, msg, display_id, cell_index)
 
