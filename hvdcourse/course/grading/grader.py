@@ -382,8 +382,8 @@ def add_options(parser) -> None:
         "--nproc",
         type=int,
         default=DEFAULT_LIMITS["nproc"],
-        help=f"processes and threads of the sandbox user (default {DEFAULT_LIMITS['nproc']}; only "
-        "when the grader runs as root, with a user per notebook)",
+        help=f"processes and threads of the sandbox user, or of the bubblewrap sandbox when the "
+        f"grader is not root (default {DEFAULT_LIMITS['nproc']})",
     )
     parser.add_argument(
         "--cpu",
@@ -402,7 +402,8 @@ def add_options(parser) -> None:
     parser.add_argument(
         "--no-hide",
         action="store_true",
-        help="do not hide the denied folders in a mount namespace (the audit hook still denies)",
+        help="do not hide the denied folders (mount namespace, or bubblewrap when not root); the "
+        "audit hook still denies",
     )
     parser.add_argument(
         "--unsafe-no-sandbox",
