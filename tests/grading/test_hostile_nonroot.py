@@ -45,13 +45,14 @@ ATTACKS = (
 RUNUSER = shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") or "runuser"
 # what the escape cell prints when nothing got out
 ESCAPE_HELD = (
-    "escape: read class=no home=no solutions=no tests=no write course=no home=no out=no net=no"
+    "escape: read class=no home=no keys=no solutions=no tests=no write course=no home=no out=no "
+    "net=no"
 )
 
 
 def escape_cell(targets: dict, port: int) -> str:
     """An attack past the audit hook: libc's open() (the hook sees Python's opens only) on the
-    solutions, the tests, another learner's notebook and the grader's home, writes into the course, the
+    solutions, the tests, another learner's notebook, the grader's home and its answer keys, writes into the course, the
     results and the grader's home, and a TCP connection to a server of the grader's machine; its
     error names what worked."""
     return f"""import ctypes, os, socket
@@ -160,6 +161,7 @@ def graded(user):
             "tests": os.path.abspath(__file__),
             "class": os.path.join(folder, "edit_course_files", "ex01_collectives.ipynb"),
             "home": secret,
+            "keys": os.path.join(ROOT, bwrap.KEYS, "__init__.py"),
         },
         "write": planted,
     }
@@ -263,5 +265,11 @@ def test_the_sandbox_writes_only_its_folder_and_hides_the_denied_ones(tmp_path):
         "0000",
         "--tmpfs",
     ]
+    keys = os.path.join(ROOT, bwrap.KEYS)
+    if os.path.isdir(keys):  # the answer keys are covered even with --no-hide
+        no_hide = bwrap.command(
+            job, str(tmp_path / "s0"), ["true"], exe="/usr/bin/bwrap", hide=False
+        )
+        assert keys in cmd and keys in no_hide and paths.SOLUTIONS_DIR not in no_hide
     assert {"--unshare-all", "--die-with-parent", "--disable-userns"} <= set(cmd)
     assert ["--ro-bind", "/", "/"] == cmd[1:4] and "/tmp" in cmd and "/home" in cmd

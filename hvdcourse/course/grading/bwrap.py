@@ -11,7 +11,7 @@ namespaces). Inside, a submission sees:
   environment with its interpreter;
 - a private, empty ``/tmp``, ``/var/tmp`` and ``/dev`` (with its own ``/dev/shm``), thrown away after;
 - the denied folders (solutions, exercise sources, tests, .git, submissions, results, ``--deny``)
-  covered by empty read-only folders that nobody may open;
+  and the grader's answer keys (:data:`KEYS`) covered by empty read-only folders that nobody may open;
 - its own folder, the only one it may write (and the violation log of the audit hook);
 - no network: a network namespace of its own with only the loopback, which the 2-rank checks use
   (Open MPI and Gloo between two ranks of the same sandbox); the kernel talks to the runner through
@@ -47,6 +47,9 @@ BASE = (
     "--die-with-parent",
     "--new-session",
 )
+# the grader's answer keys (hvdcourse/course/grading/hidden.py), relative to the course: as root the
+# notebook's own user cannot read them; here the sandbox runs as the grader's user, so they are covered
+KEYS = os.path.join("hvdcourse", "course", "grading", "keys")
 # emptied in every sandbox, and left writable (by the sandbox alone): the shared scratch places
 PRIVATE = ("/tmp", "/var/tmp")
 
@@ -105,7 +108,8 @@ def command(job: dict, workdir: str, cmd: list, exe: str | None = None, hide: bo
     back = [p for p in needed(job["root"]) if any(_under(p, h) for h in hidden)]
     for path in back:
         args += ["--ro-bind", path, path]
-    for folder in job["deny"] if hide else ():
+    keys = os.path.realpath(os.path.join(job["root"], KEYS))
+    for folder in [*(job["deny"] if hide else ()), keys]:
         # already out of sight unless it lies in a folder bound back
         visible = not any(_under(folder, h) for h in hidden) or any(_under(folder, p) for p in back)
         if visible and os.path.isdir(folder):
