@@ -110,6 +110,9 @@ DAY = {
     "break": 15,
     "max_stretch": 90,
 }
+# The second day opens with the 15-minute recap of day 1 (book/recap_day2.md): a row of the plan,
+# "(recap of day 1)", whose minutes count as teaching (no pause before the first lesson of day 2).
+RECAP = ("(recap of day 1)", 15)
 
 
 # The tracks of the two-day plan. "keras", the default, follows the book. "pytorch", for a class that
@@ -349,6 +352,19 @@ def day_plan(days: int, graded: bool = True, drop=(), homework=(), track: str = 
                     f"the lessons do not fit in {days} day(s) of {clock(DAY['start'])}-"
                     f"{clock(DAY['end'])}: drop lessons (course_map.DROPPABLE) or their graded exercises"
                 )
+            if day == 2:
+                recap, recap_min = RECAP
+                rows.append(
+                    {
+                        "day": day,
+                        "starts": clock(now),
+                        "lesson": recap,
+                        "teaching": recap_min,
+                        "graded exercises": 0,
+                        "ends": clock(now + recap_min),
+                    }
+                )
+                now, stretch = now + recap_min, recap_min
         elif wants_lunch:
             pause("lunch", lunch_min)
             lunched = True
