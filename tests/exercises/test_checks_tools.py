@@ -6,6 +6,7 @@ from collections import defaultdict
 import pytest
 
 from hvdcourse.course.exercises import checks_tools as checks
+from hvdcourse.course.grading import keys
 
 
 def failed(result):
@@ -156,6 +157,27 @@ def test_ex11_right_kind_on_the_wrong_line_is_not_counted():
 
 def test_ex11_every_kind_points_at_lines_of_the_buggy_script():
     lines = checks.buggy_script_lines()
+    assert set(keys.BUG_PATTERNS) == set(checks.BUG_KINDS)
     for kind in checks.BUG_KINDS:
-        assert checks.bug_lines(kind), kind
-        assert all(1 <= n <= len(lines) for n in checks.bug_lines(kind))
+        assert keys.bug_lines(kind), kind
+        assert all(1 <= n <= len(lines) for n in keys.bug_lines(kind))
+
+
+def test_ex11_the_self_checks_digests_are_the_graders_key():
+    assert keys.bug_digests() == {k: sorted(v) for k, v in checks.BUG_DIGESTS.items()}
+
+
+def test_ex11_the_self_check_and_the_graders_key_agree_on_every_line():
+    key = {"lines": keys.bug_answers()}
+    for line in range(1, len(checks.buggy_script_lines()) + 1):
+        for kind in checks.BUG_KINDS:
+            own = checks.ex11_bugs({kind: line}, quiet=True)
+            graded = checks.ex11_bugs({kind: line}, quiet=True, hidden=key)
+            assert [f.passed for f in own.findings] == [f.passed for f in graded.findings]
+    right = {kind: lines[0] for kind, lines in keys.bug_answers().items()}
+    assert checks.ex11_bugs(right, quiet=True).score == len(right)
+
+
+def test_ex11_the_learners_module_holds_no_line_of_the_key():
+    assert all(isinstance(hint, str) for hint in checks.BUG_KINDS.values())
+    assert not hasattr(checks, "bug_lines")

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from conftest import ROOT
-from hvdcourse.course.hub import accounts, hubconfig, limits, setup
+from hvdcourse.course.hub import accounts, hubconfig, limits, private, setup
 from hvdcourse.course.hub.api import Hub
 
 pytestmark = pytest.mark.skipif(
@@ -78,6 +78,9 @@ def hub():
     with open(roster, "w") as fh:
         fh.write("username,email\n" + "".join(f"{n},{n}@example.org\n" for n in names))
     port = free_port()
+    # hub start closes the answer keys in this clone: their modes are put back afterwards
+    kernel_package = private.kernel_package(setup.Install().kernel_python())
+    saved = private.modes(private.places(ROOT, (kernel_package,)))
     start_argv = ["start", "--roster", roster, "--state", state, "--homes", homes]
     start_argv += ["--port", str(port), "--memory", MEMORY, "--cpus", str(CPUS)]
     start_argv += ["--procs", str(PROCS), "--idle-timeout", "600"]
@@ -102,6 +105,7 @@ def hub():
         hub_cli("stop", "--state", state)
         remove_accounts(names)
         shutil.rmtree(base, ignore_errors=True)
+        private.restore(saved)
 
 
 def test_start_prints_the_hub_url_on_loopback(hub):
@@ -183,6 +187,19 @@ def test_a_learner_cannot_read_another_learners_home(hub):
         ["runuser", "-u", a, "--", "ls", home_b], capture_output=True, text=True, timeout=30
     )
     assert proc.returncode != 0 and "Permission denied" in proc.stderr
+
+
+def test_a_learner_cannot_read_the_solutions_or_the_graders_keys(hub):
+    """hub start closed them (hvdcourse/course/hub/private.py; tests/hub/test_private.py has more)."""
+    keys = os.path.join(ROOT, "hvdcourse", "course", "grading", "keys", "__init__.py")
+    for path in (os.path.join(ROOT, "solutions", "ex01_collectives.ipynb"), keys):
+        proc = subprocess.run(
+            ["runuser", "-u", hub["names"][0], "--", "cat", path],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode != 0 and "Permission denied" in proc.stderr, path
 
 
 def test_every_home_has_the_lessons_and_exercises_and_no_solution(hub):

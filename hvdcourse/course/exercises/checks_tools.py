@@ -7,6 +7,7 @@ Converting a Keras MNIST script to Horovod.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -449,33 +450,42 @@ def ex10_slurm(c, job_script, hidden=None):
 # ------------------------------------------------------------------ exercise 11
 BUGGY_SCRIPT = "buggy_train_hvd.py"
 BUG_KINDS = {
-    # kind: (regex of the lines where the mistake shows, hint when it is missed)
-    "undefined-name": (
-        r"train_data = train_data\.shard",
-        "one line uses a name that is never defined (a copy-paste from the source guide)",
+    # kind: hint when it is missed (where each mistake shows is the grader's key, not here)
+    "undefined-name": "one line uses a name that is never defined (a copy-paste from the source guide)",
+    "unsharded-data": "look at what model.fit trains on: is it this rank's part or everything?",
+    "unscaled-lr": "with N workers the effective batch is N times larger: what should the rate be?",
+    "warmup-argument": "compare the warm-up callback's arguments with Horovod's signature",
+    "missing-broadcast": "how do the ranks come to start from the same weights?",
+    "every-rank-checkpoints": "which ranks write the checkpoint files?",
+    "unaveraged-metrics": "each rank validates on its own part: what makes the reported metrics the same?",
+}
+# Exercise 11's answer key (which lines show each mistake) is the grader's, in the instructor-only
+# hvdcourse.course.grading.keys. The self-check holds only salted digests of the right (kind, line)
+# pairs, so the answers cannot be printed from this module (as print(checks.BUG_KINDS) once did).
+# The answer space is small (7 kinds x 32 lines): hashing every pair finds the key in a millisecond.
+# That is acceptable: the self-check itself says right or wrong for any line a learner tries, so
+# the digests tell nothing that calling the self-check 32 times per kind does not; what they stop is
+# reading the key off the package instead of the script. The grader decides with the key itself
+# (the judge passes it as the check's hidden option), and the two agree (a test compares them).
+BUG_SALT = "hvdcourse-ex11-v1"
+BUG_DIGESTS = {
+    "undefined-name": frozenset({"87620504568f1511"}),
+    "unsharded-data": frozenset({"3c44e902ea8609a3", "8cfab18a1f2be596"}),
+    "unscaled-lr": frozenset({"6b783317a01274a6", "dd02f44308738922"}),
+    "warmup-argument": frozenset({"274ddfccad7dbada"}),
+    "missing-broadcast": frozenset(
+        {"3900ef93241daa28", "43e87324a12db71b", "5a9d6b661ccfb1de", "b692fd003e6b3244"}
     ),
-    "unsharded-data": (
-        r"model\.fit\(x_train|^x_train, y_train = ",
-        "look at what model.fit trains on: is it this rank's part or everything?",
-    ),
-    "unscaled-lr": (
-        r"^lr = |Adam\(learning_rate=lr\)",
-        "with N workers the effective batch is N times larger: what should the rate be?",
-    ),
-    "warmup-argument": (
-        r"LearningRateWarmupCallback\(",
-        "compare the warm-up callback's arguments with Horovod's signature",
-    ),
-    "missing-broadcast": (
-        r"^callbacks = \[|LearningRateWarmupCallback|ModelCheckpoint|^\]",
-        "how do the ranks come to start from the same weights?",
-    ),
-    "every-rank-checkpoints": (r"ModelCheckpoint\(", "which ranks write the checkpoint files?"),
-    "unaveraged-metrics": (
-        r"x_test = data\.shard|y_test = data\.shard|^callbacks = \[|^\]",
-        "each rank validates on its own part: what makes the reported metrics the same?",
+    "every-rank-checkpoints": frozenset({"60e122bd18efe193"}),
+    "unaveraged-metrics": frozenset(
+        {"2877986c549e35dc", "9a7def4a21568179", "c0496905bb8d853c", "c4727ddb4d828c11"}
     ),
 }
+
+
+def bug_digest(kind: str, line: int) -> str:
+    """The salted digest of the pair (``kind``, ``line``) that :data:`BUG_DIGESTS` holds when right."""
+    return hashlib.sha256(f"{BUG_SALT}:{kind}:{int(line)}".encode()).hexdigest()[:16]
 
 
 MAX_KINDS_PER_LINE = 2  # a line may show two mistakes (a callback list missing two callbacks)
@@ -492,19 +502,19 @@ def show_buggy_script() -> None:
         print(f"{number:3d}  {line}")
 
 
-def bug_lines(kind: str) -> set:
-    """The line numbers (1-based) where the mistake ``kind`` can be pointed at."""
-    pattern = re.compile(BUG_KINDS[kind][0])
-    return {n for n, line in enumerate(buggy_script_lines(), 1) if pattern.search(line)}
-
-
 @check(
     "ex11",
     "Find the bugs in a Horovod script",
     {kind: (f"finds '{kind}'", 1) for kind in BUG_KINDS},
 )
-def ex11_bugs(c, bugs):
-    """Exercise 11: ``bugs = {kind: line number}`` for the mistakes of the buggy script."""
+def ex11_bugs(c, bugs, hidden=None):
+    """Exercise 11: ``bugs = {kind: line number}`` for the mistakes of the buggy script (``hidden``:
+    the grader's key, ``{"lines": {kind: [line numbers]}}``; without it, the salted digests)."""
+    key = (hidden or {}).get("lines")
+
+    def right(kind, n):
+        return n in key[kind] if key else bug_digest(kind, n) in BUG_DIGESTS[kind]
+
     if not isinstance(bugs, dict):
         c.stop(
             f"bugs must be a dict {{kind: line number}}, got {type(bugs).__name__}",
@@ -534,7 +544,7 @@ def ex11_bugs(c, bugs):
             given[kind] = None
     # one line named for most kinds is a guess, not a finding: such a line counts for none of them
     shared = Counter(n for lines in given.values() if lines for n in lines)
-    for kind, (_, hint) in BUG_KINDS.items():
+    for kind, hint in BUG_KINDS.items():
         if kind not in bugs:
             c.fail(kind, "not found yet", hint)
             continue
@@ -555,10 +565,10 @@ def ex11_bugs(c, bugs):
                 "each mistake shows at a line of its own: " + hint,
             )
             continue
-        right = bug_lines(kind)
+        wrong = sorted(n for n in lines if not right(kind, n))
         c.judge(
             kind,
-            bool(lines) and lines <= right,
-            f"line {fmt(sorted(lines - right or lines))} is not where this one shows",
+            bool(lines) and not wrong,
+            f"line {fmt(wrong or sorted(lines))} is not where this one shows",
             hint,
         )

@@ -117,6 +117,8 @@ def main(argv=None) -> int:
     module, errors = load_definitions(job, folder)
     stamps.append(("definitions", time.time()))
     recorder = replay.Recorder()
+    # the grader's inputs, from the runner: this sandbox's user cannot read the keys themselves
+    inputs = hidden.decode(job.get("hidden"))
     for ex_id in job["exercises"]:
         exercise = EXERCISES[ex_id]
         answers = [module.__dict__.get(name) for name in exercise.answers]
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
                 recorder.observe("value", name, (), lambda v=value: {"value": v})
         try:
             with replay.mode(recorder):
-                exercise.check(*answers, quiet=True, **hidden.options(ex_id))
+                exercise.check(*answers, quiet=True, **hidden.options(ex_id, inputs, answers=False))
         except BaseException as err:  # noqa: B902 - the judge reports what is missing
             errors.append(
                 {"cell": 0, "line": 0, "error": f"check {ex_id}: {type(err).__name__}: {err}"[:300]}

@@ -1,35 +1,40 @@
 """The grader's own inputs: cases the judge checks beyond those the learner sees (lesson: Instructor guide).
 
 A learner's notebook and self-check (``checks.ex03_sharding(shard_indices)``) use the inputs shown in
-the exercise. When the grader runs a check, in the answer run and in the judge alike, it passes these
-as the check's ``hidden`` option as well, so an answer written for the visible inputs only (a constant,
-a table of the expected values) fails where a function of the data does not. They live here, with the
-grader, and not in the exercise sources or the learner-facing checks.
+the exercise. When the grader runs a check, in the answer run and in the judge alike, it passes the
+grader's own inputs as the check's ``hidden`` option as well, so an answer written for the visible
+inputs only (a constant, a table of the expected values) fails where a function of the data does not.
+The inputs themselves, and exercise 11's answer key, are in the instructor-only
+:mod:`hvdcourse.course.grading.keys` (closed to learners' accounts by the class hub); this module holds
+only the code that turns them into the checks' options. The judge reads the keys itself; the answer
+run, whose sandbox user cannot read them, gets the inputs (never the answer keys) in its job file from
+the runner (:func:`encode`, :func:`decode`).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import os
 
 
-def variant_timeline(path: str, folder: str) -> str:
-    """A timeline made from ``path``: without the tensors that were broadcast, and with every time
-    stretched by 3/2, so that other phases and other totals come out; written into ``folder``."""
+def variant_timeline(path: str, folder: str, drop: str, stretch: tuple) -> str:
+    """A timeline made from ``path``: without the tensors whose phases name ``drop``, and with every
+    time stretched by ``stretch`` (numerator, denominator), so that other phases and other totals
+    come out; written into ``folder``."""
     with open(path, encoding="utf-8") as fh:
         events = json.load(fh)
-    broadcast = {
-        e.get("pid") for e in events if e.get("ph") == "B" and "BROADCAST" in str(e.get("name"))
-    }
+    broadcast = {e.get("pid") for e in events if e.get("ph") == "B" and drop in str(e.get("name"))}
     kept = []
     for event in events:
         if event.get("pid") in broadcast:
             continue
         event = dict(event)
         if "ts" in event:
-            event["ts"] = event["ts"] * 3 // 2
+            event["ts"] = event["ts"] * stretch[0] // stretch[1]
         if "dur" in event:
-            event["dur"] = event["dur"] * 3 // 2
+            event["dur"] = event["dur"] * stretch[0] // stretch[1]
         kept.append(event)
     out = os.path.join(folder, "timeline_grader.json")
     with open(out, "w", encoding="utf-8") as fh:
@@ -49,36 +54,68 @@ def best_setup(curves: dict, min_efficiency: float, max_global_batch: int) -> tu
     return batch, n
 
 
-def _choice(curves, floor, cap, lesson):
-    return (curves, floor, cap, best_setup(curves, floor, cap), lesson)
+def keys():
+    """The instructor-only :mod:`hvdcourse.course.grading.keys`, or :class:`PermissionError`."""
+    try:
+        from hvdcourse.course.grading import keys as found
+    except (ImportError, PermissionError):
+        found = None
+    # a folder Python cannot read imports as an empty namespace package: no INPUTS then
+    if not hasattr(found, "INPUTS"):
+        raise PermissionError(
+            "the grader's keys (hvdcourse/course/grading/keys) cannot be read here: they are "
+            "the instructor's; grade as the instructor"
+        )
+    return found
 
 
-INPUTS = {
-    "ex01": [[[2.0, -1.0, 0.5], [4.0, 3.0, -2.0]], [[5.0], [-3.0], [1.0], [7.0], [0.0]]],
-    "ex02": {"lengths": (6, 2)},
-    "ex03": {"cases": [(7, 5), (23, 6), (998, 8)], "ranks_n": 1009},
-    "ex04": {"length": 2053},
-    "ex08": {"variant": variant_timeline},
-    "ex09": {
-        "curves": [{1: 80.0, 2: 150.0, 4: 260.0}],
-        "choices": [
-            _choice(
-                {
-                    16: {1: 50.0, 2: 96.0, 4: 180.0, 8: 300.0},
-                    64: {1: 120.0, 2: 230.0, 4: 400.0, 8: 560.0},
-                },
-                0.75,
-                512,
-                "the fastest setup that qualifies",
+def load() -> dict:
+    """The grader's inputs (:data:`hvdcourse.course.grading.keys.INPUTS`), instructor-only."""
+    return keys().INPUTS
+
+
+def encode(inputs: dict) -> str:
+    """``inputs`` as text for a job file (they are Python literals: int keys and tuples survive)."""
+    return repr(inputs)
+
+
+def decode(text) -> dict:
+    """What :func:`encode` wrote ({} for nothing, or for text that is not a literal dict)."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def realise(ex_id: str, given):
+    """The check's ``hidden`` option from the literal inputs ``given`` of exercise ``ex_id``."""
+    if ex_id == "ex08":
+        variant = given["variant"]
+        return {
+            "variant": functools.partial(
+                variant_timeline, drop=variant["drop"], stretch=tuple(variant["stretch"])
             )
-        ],
-    },
-    "ex10": {"cases": [(3, 2, 45, 7)]},
-    "ex12": {"shards": [(5, 12, 3), (4, 6, 2)]},
-    "ex13": {"bubbles": [(3, 5), (6, 3)], "schedules": [(3, 5)]},
-}
+        }
+    if ex_id == "ex09":
+        choices = [
+            (curves, floor, cap, best_setup(curves, floor, cap), lesson)
+            for curves, floor, cap, lesson in given.get("choices", ())
+        ]
+        return {**given, "choices": choices}
+    return given
 
 
-def options(ex_id: str) -> dict:
-    """The keyword options the grader adds to exercise ``ex_id``'s check ({} when it has none)."""
-    return {"hidden": INPUTS[ex_id]} if ex_id in INPUTS else {}
+def options(ex_id: str, inputs: dict | None = None, answers: bool = True) -> dict:
+    """The keyword options the grader adds to exercise ``ex_id``'s check ({} when it has none).
+
+    ``inputs``: the grader's inputs as :func:`decode` gave them (the answer run, which cannot read
+    the keys); None: read them from the keys (the judge). ``answers``: with the answer keys the
+    judge decides with (exercise 11's lines), read from the keys too."""
+    if inputs is None:
+        inputs = load()
+    if ex_id == "ex11" and answers:
+        return {"hidden": {"lines": keys().bug_answers()}}
+    return {"hidden": realise(ex_id, inputs[ex_id])} if ex_id in inputs else {}

@@ -29,6 +29,7 @@ import sys
 import time
 
 from hvdcourse.course.grading import bwrap, confine, processes
+from hvdcourse.course.grading import hidden as hidden_inputs
 from hvdcourse.course.grading.common import Stages
 
 TOKEN_ENV = "HVDCOURSE_SUBMISSION_TOKEN"
@@ -490,7 +491,8 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
         for number, source, tree in extracted.cells
     ]
     with open(os.path.join(folder, "job.json"), "w") as fh:
-        json.dump({"cells": cells, "exercises": exercises}, fh)
+        # the grader's inputs (not its answer keys): the sandbox's user cannot read the keys
+        json.dump({"cells": cells, "exercises": exercises, "hidden": job.get("hidden", "")}, fh)
     out = os.path.join(folder, "answers.json")
     env = sandbox_env(job, folder, log)
     give(folder, job.get("uid"))
@@ -640,6 +642,7 @@ def main(argv=None) -> int:
     hidden = []
     try:
         notes = convert(job["notebook"], submission)  # before the submissions are hidden
+        job["hidden"] = hidden_inputs.encode(hidden_inputs.load())  # before the keys may be hidden
         # before /root may be covered (make_reachable)
         share_data(os.path.join(job["site"], "data"))
         hidden = hide(job["deny"]) if job.get("hide") else []

@@ -1,8 +1,9 @@
 """Start and stop the class hub (lesson: Instructor guide).
 
-:func:`start` makes the learners' accounts from the roster (:mod:`hvdcourse.course.hub.accounts`),
-writes the hub's files (:mod:`hvdcourse.course.hub.setup`), starts JupyterHub as root in the
-background (it starts its proxy, the idle culler, and each learner's server as that learner) and
+:func:`start` closes the answer keys to learners (:mod:`hvdcourse.course.hub.private`), makes the
+learners' accounts from the roster (:mod:`hvdcourse.course.hub.accounts`), writes the hub's files
+(:mod:`hvdcourse.course.hub.setup`), starts JupyterHub as root in the background (it starts its
+proxy, the idle culler, and each learner's server as that learner) and
 waits until the hub answers through the proxy, on 127.0.0.1 only. A hub already running is left as it
 is. :func:`stop` stops the hub, which stops every learner's server and the proxy; whatever still
 carries the hub's marker, and whatever is left in a learner's cgroup, is then ended.
@@ -16,7 +17,7 @@ import subprocess
 import time
 
 from hvdcourse.course.classroom.roster import read_roster
-from hvdcourse.course.hub import accounts, limits
+from hvdcourse.course.hub import accounts, limits, private
 from hvdcourse.course.hub.api import Hub
 from hvdcourse.course.hub.setup import (
     Install,
@@ -99,6 +100,11 @@ def start(
         say("[hub] to change its settings: make hub-stop, then make hub again")
         return settings
     check_port(port, "127.0.0.1")
+    closed = private.close(python=install.kernel_python())
+    say(
+        f"[hub] closed to learners ({len(closed)} folders): the solutions, the exercise sources, "
+        "the tests, the git history and the grader's keys"
+    )
     state.make()
     made = accounts.ensure(names, state.passwords, homes)
     say(
