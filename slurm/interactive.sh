@@ -5,7 +5,7 @@
 #       bash slurm/train.sbatch --epochs 1          the job script's srun line, run by hand
 #       srun --ntasks=1 hostname                    anything else, on the allocated nodes
 #       exit                                        give the nodes back
-#   slurm/interactive.sh lumi-g --account=project_465000485 --time=00:15:00 -- bash slurm/train.sbatch --epochs 1
+#   slurm/interactive.sh lumi-g --account=<your_project> --time=00:15:00 -- bash slurm/train.sbatch --epochs 1
 set -euo pipefail
 # shellcheck source=slurm/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -246,7 +246,7 @@ def status_text(path: str) -> str:
         return (
             "The GPU route has not been run by the course yet: there is no GPU record "
             f"({os.path.basename(path)}) in the book's data. On a machine with an NVIDIA GPU, run "
-            f"`{COMMANDS[0]}`, then `{COMMANDS[1]}`, and commit the record. Not run here either: "
+            f"`{COMMANDS[0]}`, then `{COMMANDS[1]}`: the second writes the record. Not run here either: "
             f"{not_run()}."
         )
     return (

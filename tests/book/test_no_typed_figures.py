@@ -78,7 +78,7 @@ CONSTANTS = {
     },
     # Horovod's defaults (cycle time) and the course's stall-check settings
     # and the fusion buffer's default size
-    "notebooks/04_horovod_design.md": {"1 ms", "20 s", "60 s", "128 MB"},
+    "notebooks/04_horovod_design.md": {"1 ms", "20 s", "60 s", "128 MiB"},
     # a LUMI-G node's memory
     "book/conversion_further.md": {"512 GB"},
     # the cycle-time default, old default and the setting the page runs; "8 ms" is arithmetic (8 x 1 ms)
@@ -99,7 +99,7 @@ CONSTANTS = {
         "100 %",
         # the fusion buffer's default, the sweep's smallest and largest messages, the kernel's page
         # sizes (4 KB, huge: 2 MB) and Open MPI's ring segment
-        "128 MB",
+        "128 MiB",
         "4 KB",
         "64 MB",
         "2 MB",
