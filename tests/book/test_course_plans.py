@@ -142,3 +142,17 @@ def test_pytorch_track_keeps_the_day_structure(tracks):
 def test_an_unknown_track_is_refused():
     with pytest.raises(ValueError, match="unknown track 'jax'"):
         course_map.two_day_plan(track="jax")
+
+
+def test_day_2_opens_with_the_recap_of_day_1(tracks):
+    # book/recap_day2.md, the instructor guide and _toc.yml open day 2 with the 15-minute recap
+    recap, minutes = course_map.RECAP
+    for plan in tracks.values():
+        first = next(r for r in plan.to_dict("records") if r["day"] == 2)
+        assert first["lesson"] == recap and first["starts"] == course_map.clock(
+            course_map.DAY["start"]
+        )
+        assert (
+            course_map.minutes_of(first["ends"]) - course_map.minutes_of(first["starts"]) == minutes
+        )
+    assert recap not in set(course_map.one_day_plan()["lesson"])
