@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from conftest import ROOT
-from hvdcourse.course.hub import setup
+from hvdcourse.course.hub import private, setup
 from hvdcourse.course.hub.api import Hub
 
 pytestmark = pytest.mark.skipif(
@@ -57,6 +57,10 @@ def slurm_hub():
     with open(roster, "w") as fh:
         fh.write(f"username\n{name}\n")
     cluster = LocalCluster(os.path.join(base, "slurm"))
+    # hub start closes the answer keys in this clone: their modes are put back afterwards (a later
+    # test, or a grader run as another user, reads them)
+    kernel_package = private.kernel_package(setup.Install().kernel_python())
+    saved = private.modes(private.places(ROOT, (kernel_package,)))
     try:
         cluster.start(timeout=60)
         env = cluster.env()
@@ -86,6 +90,7 @@ def slurm_hub():
         cluster.stop(quiet=True, remove=True)
         subprocess.run(["userdel", "-r", name], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+        private.restore(saved)
 
 
 def test_a_learners_server_runs_as_a_slurm_job_and_goes_with_the_hub(slurm_hub):
