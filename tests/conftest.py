@@ -375,3 +375,18 @@ def check_build_report():
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return run.stdout
+
+
+# --- The class hub's installation (tools/setup_hub.sh), made once per session ---
+@pytest.fixture(scope="session")
+def hub_install():
+    """tools/setup_hub.sh run once for the session (tests/hub, the non-root grader): the hub's venv,
+    its proxy and a course venv the learners' accounts can run (the first time: minutes; then a
+    no-op of seconds)."""
+    install = subprocess.run(
+        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]

@@ -90,7 +90,7 @@ def runnable_by_others(path: str) -> bool:
     return bool(os.stat(real).st_mode & stat.S_IXOTH)
 
 
-def grader_python() -> str:
+def grader_python(request) -> str:
     """A course Python the grader's user can run: this one, else the class hub's learners' kernel."""
     if runnable_by_others(sys.executable):
         return sys.executable
@@ -104,14 +104,7 @@ def grader_python() -> str:
 
     python = kernel_python()
     if not (python and runnable_by_others(python)):
-        # the class hub's set-up makes one from /usr/bin/python3 (idempotent: seconds once made)
-        setup = subprocess.run(
-            ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+        request.getfixturevalue("hub_install")  # the hub's set-up makes one from /usr/bin/python3
         python = kernel_python()
     assert python and runnable_by_others(python), (
         f"no course Python that other users can run ({sys.executable} is under a closed folder, "
@@ -121,16 +114,18 @@ def grader_python() -> str:
 
 
 @pytest.fixture(scope="module")
-def user():
+def user(request):
     """A Unix user of its own for the grader, with a home folder; removed after with its processes."""
     if os.geteuid() != 0:
         pytest.skip(
             "needs root to make the grader's user; test_hostile.py already runs as non-root"
         )
     assert shutil.which("bwrap"), "no bwrap: install bubblewrap (tools/setup_env.sh does, as root)"
-    if not bwrap.available():
-        pytest.skip("bubblewrap cannot make its namespaces here (user namespaces disabled?)")
-    python = grader_python()
+    assert bwrap.available(), (
+        "bubblewrap cannot make its namespaces here (user namespaces disabled? "
+        "/proc/sys/user/max_user_namespaces must be above 0)"
+    )
+    python = grader_python(request)
     name = f"hvdg{secrets.token_hex(3)}"
     top = os.path.join("/home", name)  # where an instructor's class and results would be
     os.makedirs(top, mode=0o700)

@@ -58,16 +58,9 @@ def remove_accounts(names: list) -> None:
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(hub_install):
     """A hub on a free port for 3 new learners (homes in a temporary folder); afterwards the hub is
     stopped and the accounts and homes removed."""
-    install = subprocess.run(
-        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
-        capture_output=True,
-        text=True,
-        timeout=3600,  # first time: the learners' course venv (minutes); then a no-op
-    )
-    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
     base = tempfile.mkdtemp(prefix="hvdhub-")
     os.chmod(base, 0o755)  # learners must reach their homes
     homes, state = os.path.join(base, "homes"), os.path.join(base, "state")

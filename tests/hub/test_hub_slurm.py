@@ -38,16 +38,9 @@ def hub_cli(*argv, env=None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def slurm_hub():
+def slurm_hub(hub_install):
     from hvdcourse.course.slurm_cluster import LocalCluster
 
-    install = subprocess.run(
-        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
     base = tempfile.mkdtemp(prefix="hvdhubs-")
     os.chmod(base, 0o755)
     homes, state = os.path.join(base, "homes"), os.path.join(base, "state")

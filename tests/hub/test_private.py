@@ -30,16 +30,9 @@ KEYS_DIR = os.path.dirname(keys.__file__)
 
 
 @pytest.fixture(scope="module")
-def learner():
+def learner(hub_install):
     """A learner's account (home in a temporary folder) and the learners' interpreter, with the keys
     closed; afterwards the account is removed and the clone's modes restored."""
-    install = subprocess.run(
-        ["bash", os.path.join(ROOT, "tools", "setup_hub.sh")],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
     python = setup.Install().kernel_python()
     base = tempfile.mkdtemp(prefix="hvdkeys-")
     os.chmod(base, 0o755)
