@@ -50,7 +50,7 @@ test: env
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) tests
 
 check: env
-	$(PY) -m hvdcourse.course.envcheck --ranks 2
+	$(PY) -m hvdcourse.course.check.envcheck --ranks 2
 
 bench: env
 	$(PY) -m hvdcourse.course.bench.suite --out book/data/bench
@@ -60,7 +60,7 @@ exercises: env
 
 # Ctrl-C stops the lab, its kernels and their MPI engines
 lab: env
-	$(PY) -m hvdcourse.course.lab $(LAB_ARGS)
+	$(PY) -m hvdcourse.course.services.lab $(LAB_ARGS)
 
 cluster-start: env
 	@bash tools/local_cluster_start.sh

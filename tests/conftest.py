@@ -56,7 +56,7 @@ def xdist_workers() -> list:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    from hvdcourse.course.faults import kill_processes, leftover_processes
+    from hvdcourse.course.lessons.faults import kill_processes, leftover_processes
 
     if is_worker(session.config):
         return
@@ -339,14 +339,14 @@ def horovod_source(tmp_path_factory):
     return folder / "horovod-0.28.1"
 
 
-# --- One local Slurm cluster per session (hvdcourse.course.slurm_cluster), for every module that submits ---
+# --- One local Slurm cluster per session (hvdcourse.course.services.slurm_cluster), for every module that submits ---
 @pytest.fixture(scope="session")
 def local_cluster():
     """The local 2-node Slurm cluster, started once for the session and always stopped at its end.
     (pytest-xdist: the modules that use it share one worker, see XDIST_GROUPS.)"""
     import tempfile
 
-    from hvdcourse.course.slurm_cluster import LocalCluster
+    from hvdcourse.course.services.slurm_cluster import LocalCluster
 
     cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp"))
     try:

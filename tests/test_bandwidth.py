@@ -1,9 +1,10 @@
-"""The interconnect check's arithmetic (hvdcourse.course.bandwidth): sizes, bus bandwidth as NCCL's
+"""The interconnect check's arithmetic (hvdcourse.course.lessons.bandwidth): sizes, bus bandwidth as NCCL's
 tests define it, the ring model's fit, the report. Its run across two nodes is in test_slurm_jobs.py."""
 
 import pytest
 
-from hvdcourse.course import bandwidth, envcheck
+from hvdcourse.course.lessons import bandwidth
+from hvdcourse.course.check import envcheck
 from hvdcourse.runtime.errors import UsageError
 
 
@@ -64,7 +65,7 @@ def test_bandwidth_options_without_the_check_are_a_usage_error():
 
 
 def test_a_slow_rate_keeps_three_significant_digits_and_no_exponent():
-    from hvdcourse.course.bandwidth import format_gbps
+    from hvdcourse.course.lessons.bandwidth import format_gbps
 
     assert format_gbps(4096 / 8278.8e-6) == "0.000495"  # 4 KiB in 8.3 ms on a loaded machine
     assert format_gbps(0.05e9) == "0.0500" and format_gbps(12.3456e9) == "12.346"

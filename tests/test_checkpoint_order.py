@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from hvdcourse.course.checkpoint_order import saved_epochs
+from hvdcourse.course.lessons.checkpoint_order import saved_epochs
 from hvdcourse.runtime.launch import run_ranks
 
 
@@ -37,7 +37,7 @@ def record(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "hvdcourse.course.checkpoint_order",
+            "hvdcourse.course.lessons.checkpoint_order",
             "--out",
             str(out / "ckpt"),
             "--epochs",

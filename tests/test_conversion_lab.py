@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from hvdcourse.course import conversion_lab
-from hvdcourse.course.conversion_lab import block, held_bytes, memory_study
+from hvdcourse.course.lessons import conversion_lab
+from hvdcourse.course.lessons.conversion_lab import block, held_bytes, memory_study
 
 
 @pytest.mark.parametrize("n,size", [(1437, 2), (1437, 7), (60_000, 7), (5, 8)])
@@ -36,7 +36,7 @@ def test_a_rank_reading_its_own_file_holds_its_shard_not_the_whole_set(tmp_path)
 
 
 def test_linear_rule_multiplies_and_sqrt_rule_takes_the_square_root():
-    from hvdcourse.course.conversion_lab import scaled_lr
+    from hvdcourse.course.lessons.conversion_lab import scaled_lr
 
     assert scaled_lr("unscaled", 1e-3, 4) == pytest.approx(1e-3)
     assert scaled_lr("scaled", 1e-3, 4) == pytest.approx(4e-3)
@@ -45,14 +45,14 @@ def test_linear_rule_multiplies_and_sqrt_rule_takes_the_square_root():
 
 
 def test_an_unknown_scaling_rule_is_refused_with_the_choices():
-    from hvdcourse.course.conversion_lab import scaled_lr
+    from hvdcourse.course.lessons.conversion_lab import scaled_lr
 
     with pytest.raises(ValueError, match="sqrt-scaled"):
         scaled_lr("cubic", 1e-3, 4)
 
 
 def test_printed_metrics_reads_a_keras_epoch_line():
-    from hvdcourse.course.conversion_lab import printed_metrics
+    from hvdcourse.course.lessons.conversion_lab import printed_metrics
 
     line = "5/5 - 26s - loss: 2.2682 - accuracy: 0.1406 - val_loss: 2.2073 - val_accuracy: 0.3426 - 26s/epoch - 5s/step"
     assert printed_metrics(line) == {
@@ -69,7 +69,7 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
     import json
     import sys
 
-    from hvdcourse.course.conversion_lab import printed_metrics
+    from hvdcourse.course.lessons.conversion_lab import printed_metrics
     from hvdcourse.runtime.launch import run_ranks
 
     out = tmp_path / "views.json"
@@ -77,7 +77,7 @@ def test_keras_prints_the_averaged_epoch_metrics_and_each_rank_keeps_its_own(tmp
         [
             sys.executable,
             "-m",
-            "hvdcourse.course.conversion_lab",
+            "hvdcourse.course.lessons.conversion_lab",
             "--out",
             str(out),
             "--configs",

@@ -1,4 +1,4 @@
-"""``hvdcourse.course.conversion_record``: the recorded learning-rate lab (book/data/conversion_lab.json)
+"""``hvdcourse.course.lessons.conversion_record``: the recorded learning-rate lab (book/data/conversion_lab.json)
 that the "going further" page reads is complete, made by today's commands, and states its machine.
 
 The lab's code runs here on tiny settings (tests/test_conversion_lab.py); the full lab (15 trainings,
@@ -8,8 +8,8 @@ import json
 import os
 
 from conftest import ROOT
-from hvdcourse.course import conversion_record
-from hvdcourse.course.conversion_lab import CONFIGS
+from hvdcourse.course.lessons import conversion_record
+from hvdcourse.course.lessons.conversion_lab import CONFIGS
 
 RECORD = os.path.join(ROOT, "book", "data", "conversion_lab.json")
 
@@ -29,7 +29,7 @@ def test_the_record_was_made_by_the_commands_the_module_runs_today():
         assert recorded[name]["settings"]["out"] == args[1]
         assert recorded[name]["workers"] == ranks
         assert recorded["commands"][name].endswith(" ".join(args)), (
-            "stale record: run python -m hvdcourse.course.conversion_record"
+            "stale record: run python -m hvdcourse.course.lessons.conversion_record"
         )
 
 

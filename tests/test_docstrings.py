@@ -79,7 +79,7 @@ def test_docstrings_name_lessons_by_their_exact_titles():
     )
 
 
-# --- Source documents are cited by their short names (hvdcourse.course.sources), never as "seeds" ---
+# --- Source documents are cited by their short names (hvdcourse.course.lessons.sources), never as "seeds" ---
 # "seed 002", "seed004_table", "the seed's mask list", "seed talk", "the seeds": a source document. Random
 # seeds ("seed=42", "--seed", "its own seed", "3 seeds", "seed + rank") do not match.
 SOURCE_CALLED_SEED = re.compile(
@@ -150,6 +150,6 @@ def test_no_page_module_or_test_calls_a_source_document_a_seed():
         for hit in source_called_seed(line)
     ]
     assert not found, (
-        "cite a source document by its short name (hvdcourse.course.sources, the book's "
+        "cite a source document by its short name (hvdcourse.course.lessons.sources, the book's "
         "'Sources'), not as a seed:\n" + "\n".join(found)
     )

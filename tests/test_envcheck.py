@@ -40,7 +40,7 @@ def horovod_without_pytorch(folder):
 def test_a_horovod_without_its_pytorch_extension_fails_the_check_with_the_fix(tmp_path):
     shadow = horovod_without_pytorch(tmp_path)
     proc = subprocess.run(
-        [PYTHON, "-m", "hvdcourse.course.envcheck"],
+        [PYTHON, "-m", "hvdcourse.course.check.envcheck"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -60,7 +60,7 @@ def test_a_horovod_without_its_pytorch_extension_fails_the_check_with_the_fix(tm
 
 
 def test_pytorch_is_optional_where_the_course_does_not_pin_it(tmp_path):
-    from hvdcourse.course.envcheck import pinned_version, torch_report
+    from hvdcourse.course.check.envcheck import pinned_version, torch_report
 
     unpinned = tmp_path / "requirements.txt"
     unpinned.write_text("tensorflow==2.20.0\nnumpy==2.2.6\n")
@@ -71,7 +71,7 @@ def test_pytorch_is_optional_where_the_course_does_not_pin_it(tmp_path):
 
 
 def test_a_host_name_that_does_not_resolve_is_reported_before_gloo_crashes():
-    from hvdcourse.course.envcheck import hostname_problems
+    from hvdcourse.course.check.envcheck import hostname_problems
 
     assert hostname_problems("localhost") == []
     problems = hostname_problems("no-such-host.invalid")

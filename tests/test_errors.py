@@ -77,7 +77,9 @@ def test_a_bug_keeps_its_traceback():
 
 
 def test_envcheck_with_an_unknown_launcher_gives_one_error_line():
-    code, out = command(["hvdcourse.course.envcheck", "--ranks", "2", "--launchers", "gloo,slurm"])
+    code, out = command(
+        ["hvdcourse.course.check.envcheck", "--ranks", "2", "--launchers", "gloo,slurm"]
+    )
     assert code == 2
     assert "unknown controller(s) slurm" in one_error_line(out)
 

@@ -1,4 +1,4 @@
-"""``hvdcourse.course.fault_compare``: the kill happens once, and the recorded table of the three
+"""``hvdcourse.course.lessons.fault_compare``: the kill happens once, and the recorded table of the three
 systems (book/data/fault_compare.json) is a complete record of runs that behaved.
 
 The live run (one worker of 2 killed under Ray Train with a failure policy: the worker group restarts
@@ -10,8 +10,8 @@ import json
 import os
 
 from conftest import ROOT
-from hvdcourse.course import fault_compare
-from hvdcourse.course.faults import first_time
+from hvdcourse.course.lessons import fault_compare
+from hvdcourse.course.lessons.faults import first_time
 
 RECORD = os.path.join(ROOT, "book", "data", "fault_compare.json")
 

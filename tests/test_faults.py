@@ -1,6 +1,6 @@
 """A rank that crashes, is killed or hangs ends the whole run, quickly, with the rank named.
 
-Each run injects one fault with :mod:`hvdcourse.course.faults` into a 2-rank ``train_hvd`` run and asserts
+Each run injects one fault with :mod:`hvdcourse.course.lessons.faults` into a 2-rank ``train_hvd`` run and asserts
 the outcome (non-zero exit, a summary line naming rank 1) and that the run ended by itself after the
 fault: the time from the fault to the end is printed; the limits below only end a hung run, far
 above what a busy machine takes (a crash or kill ends the run 1-5 s after the fault).
@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse.course import faults
+from hvdcourse.course.lessons import faults
 from hvdcourse.runtime.launch import failure_summary
 
 QUICK = ["--epochs", "2", "--max-steps", "5", "--batch-size", "32", "--no-resume"]
@@ -186,7 +186,7 @@ def test_leftover_scan_finds_an_orphaned_process_by_its_marker():
 
 def test_fault_runner_rejects_a_module_without_main(tmp_path):
     proc = subprocess.run(
-        [PYTHON, "-m", "hvdcourse.course.faults", "hvdcourse.runtime.mpienv"],
+        [PYTHON, "-m", "hvdcourse.course.lessons.faults", "hvdcourse.runtime.mpienv"],
         capture_output=True,
         text=True,
         timeout=60,

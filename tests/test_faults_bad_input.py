@@ -57,7 +57,7 @@ def test_wrong_argument_of_the_elastic_trainer_gets_a_usage_message():
 
 def test_wrong_fault_variable_gets_a_usage_message():
     code, out = run_cli(
-        ["-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd"],
+        ["-m", "hvdcourse.course.lessons.faults", "hvdcourse.examples.train_hvd"],
         env={"HVDCOURSE_FAIL_RANK": "1", "HVDCOURSE_FAIL_MODE": "explode"},
     )
     assert_one_error_line(

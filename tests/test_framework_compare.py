@@ -1,9 +1,9 @@
-"""The three-framework comparison (hvdcourse/course/framework_compare.py): rows from the ranks' final
+"""The three-framework comparison (hvdcourse/course/lessons/framework_compare.py): rows from the ranks' final
 records, the table's speed-up, and the Keras trainer's timing on a real run."""
 
 import pytest
 
-from hvdcourse.course import framework_compare as fc
+from hvdcourse.course.lessons import framework_compare as fc
 from hvdcourse.runtime.errors import RunFailed, UsageError
 from hvdcourse.runtime.launch import RankRun
 
@@ -123,7 +123,7 @@ def test_a_ray_train_driver_is_one_process_told_how_many_workers_to_start():
         ("/venv/lib/ray/core/src/ray/gcs/gcs_server --gcs_server_port=1", "Ray daemons"),
         ("python -m hvdcourse.examples.train_ray_tf --workers 2", "Ray driver (the script)"),
         ("/venv/bin/python /venv/bin/horovodrun --gloo -np 2 python -m x", "launcher"),
-        ("python -m hvdcourse.course.framework_compare --keras-rank train_hvd", "workers"),
+        ("python -m hvdcourse.course.lessons.framework_compare --keras-rank train_hvd", "workers"),
         ("ray::DatasetManager", "Ray Train's other actors"),
         ("ray::DashboardAgent", "Ray daemons"),
         (

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from hvdcourse.course import gpu
+from hvdcourse.course.check import gpu
 
 SETUP_GPU = os.path.join(ROOT, "tools", "setup_gpu.sh")
 PATCH_SCRIPT = os.path.join(ROOT, "tools", "patch_horovod.sh")
@@ -232,7 +232,7 @@ def test_gpu_sites_dry_run_gives_the_routes_build_variables(site):
 
 def run_check(path_dir, *args):
     return subprocess.run(
-        [sys.executable, "-m", "hvdcourse.course.envcheck", "--gpu", *args],
+        [sys.executable, "-m", "hvdcourse.course.check.envcheck", "--gpu", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,9 +1,9 @@
-"""hvdcourse.course.gradients: averaged equal-shard gradients are the full-batch gradient; unequal shards need weights."""
+"""hvdcourse.course.lessons.gradients: averaged equal-shard gradients are the full-batch gradient; unequal shards need weights."""
 
 import numpy as np
 import pytest
 
-from hvdcourse.course import gradients
+from hvdcourse.course.lessons import gradients
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_batch_norm_uses_each_ranks_statistics_and_sync_batch_norm_the_global_on
     from hvdcourse.runtime.launch import run_ranks
 
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.gradients", "--per-rank-batch", "4"],
+        [PYTHON, "-m", "hvdcourse.course.lessons.gradients", "--per-rank-batch", "4"],
         np=2,
         launcher="gloo",
         timeout=240,

@@ -1,8 +1,8 @@
-"""hvdcourse.course.hardware: the memory and compute estimates of lesson 1 follow their published formulas."""
+"""hvdcourse.course.lessons.hardware: the memory and compute estimates of lesson 1 follow their published formulas."""
 
 import math
 
-from hvdcourse.course import hardware
+from hvdcourse.course.lessons import hardware
 
 GCD = hardware.ACCELERATORS["MI250X GCD (LUMI-G)"]
 

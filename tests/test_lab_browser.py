@@ -1,5 +1,5 @@
 """`make lab` in a real browser: headless Chromium (Playwright) on the lab that
-``python -m hvdcourse.course.lab`` starts, with a port and a token.
+``python -m hvdcourse.course.services.lab`` starts, with a port and a token.
 
 One run serves every test (module fixture): the lab opens lesson 03 (*Parameter servers and
 ring-allreduce*) as a notebook on the course's kernel and runs its code cells 1-13 ("Run All Above
@@ -112,7 +112,15 @@ def lab_run(tmp_path_factory):
     run = {"port": port, "token": token, "lines": []}
     started = time.monotonic()
     lab = subprocess.Popen(
-        [sys.executable, "-m", "hvdcourse.course.lab", "--port", str(port), "--token", token],
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.services.lab",
+            "--port",
+            str(port),
+            "--token",
+            token,
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -267,8 +275,8 @@ def test_the_lesson_file_is_left_as_it_was(lab_run):
 
 
 def _lab_cli(*args, code: str = "") -> subprocess.CompletedProcess:
-    """``python -m hvdcourse.course.lab ARGS`` (after ``code``, run first in the same process)."""
-    script = f"{code}\nimport sys\nfrom hvdcourse.course.lab import main\nfrom hvdcourse.runtime.errors import run_cli\nsys.exit(run_cli(main, {list(args)!r}))"
+    """``python -m hvdcourse.course.services.lab ARGS`` (after ``code``, run first in the same process)."""
+    script = f"{code}\nimport sys\nfrom hvdcourse.course.services.lab import main\nfrom hvdcourse.runtime.errors import run_cli\nsys.exit(run_cli(main, {list(args)!r}))"
     return subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
     )

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from conftest import ROOT
-from hvdcourse.course import conversion_lab
-from hvdcourse.course.dp_scale import short_runs
+from hvdcourse.course.lessons import conversion_lab
+from hvdcourse.course.lessons.dp_scale import short_runs
 from hvdcourse.course.exercises import checks_torch, checks_training
 from hvdcourse.course.exercises.common import adam_lr_verdict
 from hvdcourse.examples.training import scaled_lr

@@ -1,5 +1,5 @@
 """Live metrics of a 2-rank run, scraped by a real Prometheus (hvdcourse.examples.live_metrics,
-hvdcourse.course.monitoring; lesson: Watch a training run: Prometheus and a straggler).
+hvdcourse.course.services.monitoring; lesson: Watch a training run: Prometheus and a straggler).
 
 One module-scoped run: Prometheus and the node exporter on this machine, a 2-rank train_hvd with
 ``--metrics-port`` and rank 1 slowed down for the second half of its one epoch, the ranks' endpoints read while it
@@ -16,7 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hvdcourse.course import faults, monitoring
+from hvdcourse.course.lessons import faults
+from hvdcourse.course.services import monitoring
 from hvdcourse.examples.live_metrics import TRAINING_METRICS
 from hvdcourse.runtime.errors import MissingToolError, error_line
 from hvdcourse.runtime.launch import run_ranks
@@ -63,7 +64,7 @@ def run_with_slow_rank(trainer, steps, ports, cwd, slow_from=1, timeout=300):
             [
                 sys.executable,
                 "-m",
-                "hvdcourse.course.faults",
+                "hvdcourse.course.lessons.faults",
                 trainer,
                 "--epochs",
                 "1",

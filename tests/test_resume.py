@@ -15,7 +15,7 @@ what rank 0 saved last and bit-identical to the uninterrupted run): the book's b
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.course import faults
+from hvdcourse.course.lessons import faults
 from hvdcourse.runtime.launch import run_ranks
 
 STEPS = 5

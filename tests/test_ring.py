@@ -1,4 +1,4 @@
-"""hvdcourse.course.ring: the mpi4py ring allreduce agrees with numpy and Horovod; the cost model's properties."""
+"""hvdcourse.course.lessons.ring: the mpi4py ring allreduce agrees with numpy and Horovod; the cost model's properties."""
 
 import math
 import re
@@ -7,14 +7,17 @@ import numpy as np
 import pytest
 
 from conftest import PYTHON
-from hvdcourse.course import ring
+from hvdcourse.course.lessons import ring
 from hvdcourse.runtime.launch import run_ranks
 
 
 def run_ring_check(np_, *args, launcher="mpirun"):
     """The ``[ring] ...`` report of every rank (found anywhere: mpirun may merge the ranks' lines)."""
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.ring", *args], np=np_, launcher=launcher, timeout=120
+        [PYTHON, "-m", "hvdcourse.course.lessons.ring", *args],
+        np=np_,
+        launcher=launcher,
+        timeout=120,
     )
     assert run.ok, run.output[-3000:]
     return re.findall(

@@ -1,4 +1,4 @@
-"""hvdcourse.course.ring_figure: one panel per ring step, drawn from the trace (no MPI, no engines)."""
+"""hvdcourse.course.lessons.ring_figure: one panel per ring step, drawn from the trace (no MPI, no engines)."""
 
 import matplotlib
 
@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from hvdcourse.course import ring, ring_figure  # noqa: E402
+from hvdcourse.course.lessons import ring, ring_figure  # noqa: E402
 
 
 def expected_cells(table, size):

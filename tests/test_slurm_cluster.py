@@ -1,4 +1,4 @@
-"""The local 2-node Slurm cluster (hvdcourse.course.slurm_cluster): start, idempotent start, clean stop, errors."""
+"""The local 2-node Slurm cluster (hvdcourse.course.services.slurm_cluster): start, idempotent start, clean stop, errors."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import PYTHON, ROOT
-from hvdcourse.course.slurm_cluster import ClusterError, LocalCluster
+from hvdcourse.course.services.slurm_cluster import ClusterError, LocalCluster
 
 
 @pytest.fixture

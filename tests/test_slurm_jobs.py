@@ -1,4 +1,4 @@
-"""The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.course.slurm_cluster) started
+"""The job scripts, run by a real Slurm: the local 2-node cluster (hvdcourse.course.services.slurm_cluster) started
 once for this session and always stopped at its end.
 
 Lesson 08, in the book build, submits the Keras job on two nodes and a job with a bad argument on its
@@ -326,7 +326,7 @@ def test_allreduce_bandwidth_check_runs_across_both_nodes(local_cluster, tmp_pat
             "--time=2",
             "python",
             "-m",
-            "hvdcourse.course.envcheck",
+            "hvdcourse.course.check.envcheck",
             "--allreduce-bandwidth",
             "--sizes",
             "4K,1M",

@@ -20,7 +20,7 @@ def without_keras_switch() -> dict:
 
 def test_tf_keras_is_keras_2_from_tf_keras_in_the_course_environment():
     code = (
-        "import hvdcourse, tensorflow as tf; from hvdcourse.course.envcheck import tf_keras_version; "
+        "import hvdcourse, tensorflow as tf; from hvdcourse.course.check.envcheck import tf_keras_version; "
         "print(tf.__version__, tf.keras.__name__.split('.')[0], tf_keras_version(tf))"
     )
     out = subprocess.run(

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hvdcourse.course import timeline
+from hvdcourse.course.lessons import timeline
 
 # Two tensors fused into one allreduce, written the way Horovod writes it: metadata per tensor,
 # B events with a name, E events without one, nested activities, dtype/shape on the last E.

@@ -94,7 +94,7 @@ def test_learning_rate_is_scaled_by_the_workers(two_rank_run):
 @pytest.mark.parametrize("launcher", ["mpirun", "gloo"])
 def test_averaged_gradient_is_the_full_batch_gradient(launcher, tmp_path):
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.torch_gradients", "--batch", "64"],
+        [PYTHON, "-m", "hvdcourse.course.lessons.torch_gradients", "--batch", "64"],
         np=2,
         launcher=launcher,
         timeout=180,

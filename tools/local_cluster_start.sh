@@ -4,4 +4,4 @@
 # Then: export SLURM_CONF=/tmp/hvdcourse-slurm/slurm.conf; sinfo; slurm/submit.sh cpu --wait
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-exec "${VENV:-$ROOT/.venv}/bin/python" -m hvdcourse.course.slurm_cluster start "$@"
+exec "${VENV:-$ROOT/.venv}/bin/python" -m hvdcourse.course.services.slurm_cluster start "$@"

@@ -3,4 +3,4 @@
 # munged, kill anything of it that is left. Options: --dir FOLDER (as given to the start).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-exec "${VENV:-$ROOT/.venv}/bin/python" -m hvdcourse.course.slurm_cluster stop "$@"
+exec "${VENV:-$ROOT/.venv}/bin/python" -m hvdcourse.course.services.slurm_cluster stop "$@"

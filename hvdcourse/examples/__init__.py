@@ -9,7 +9,7 @@ never :mod:`hvdcourse.course` (checked by ``tests/test_layers.py``).
 The trainers' contract (checked by ``tests/test_trainer_contract.py``; PyTorch trainers will keep it too):
 
 * ``main(argv=None, callbacks=()) -> int``: ``argv`` as for argparse (``None``: ``sys.argv[1:]``);
-  ``callbacks`` are extra Keras callbacks (a profiler, :mod:`hvdcourse.course.faults`' fault
+  ``callbacks`` are extra Keras callbacks (a profiler, :mod:`hvdcourse.course.lessons.faults`' fault
   injection); 0 on success. No work at import time.
 * Options from :func:`hvdcourse.examples.cli.training_parser`, with the same names everywhere
   (``--epochs --batch-size --lr --warmup-epochs --data --download --checkpoint-dir --no-resume

@@ -12,7 +12,7 @@ import os
 import re
 import time
 
-from hvdcourse.examples.training import CheckpointError, print_and_write, report
+from hvdcourse.examples.training import CheckpointError, EpochTimer, print_and_write, report
 
 
 def set_threads(threads: int, processes_on_node: int = 1) -> int:
@@ -75,41 +75,12 @@ def evaluate(model, images, labels, batch_size: int = 256, reduce_sum=None) -> d
     return {"loss": total_loss / count, "accuracy": correct / count, "examples": int(count)}
 
 
-class EpochTimer:
-    """Wall time and images of the training loop, for images/s (the first epoch, with its warm-up
-    of allocators and collectives, is counted separately)."""
-
-    def __init__(self):
-        self.epochs = []  # (seconds, images) per epoch
-
-    def measure(self, images: int):
-        timer, start = self, time.perf_counter()
-
-        class _Epoch:
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                timer.epochs.append((time.perf_counter() - start, images))
-
-        return _Epoch()
-
-    def summary(self) -> dict:
-        """``train_seconds`` (all epochs) and ``images_per_second`` (epochs after the first, if any)."""
-        later = self.epochs[1:] or self.epochs
-        seconds = sum(s for s, _ in later)
-        return {
-            "train_seconds": round(sum(s for s, _ in self.epochs), 3),
-            "images_per_second": round(sum(n for _, n in later) / seconds, 1) if seconds else None,
-        }
-
-
 def call_hooks(callbacks, event: str, step: int, model, optimizer) -> None:
     """Call ``event`` (``on_train_batch_begin`` or ``on_train_batch_end``) of each callback that has it.
 
     A PyTorch loop has no callback system of its own; the course's trainers accept objects with
     either method, called as ``hook(step, model, optimizer)`` (the fault injection and the state
-    probe of :mod:`hvdcourse.course.faults` are such objects). :class:`CallbackOptimizer` calls them
+    probe of :mod:`hvdcourse.course.lessons.faults` are such objects). :class:`CallbackOptimizer` calls them
     from inside ``zero_grad()`` and ``step()``.
     """
     for callback in callbacks:

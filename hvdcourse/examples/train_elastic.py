@@ -46,7 +46,7 @@ def parser():
 
 
 def main(argv=None, callbacks=()) -> int:
-    """Train; ``callbacks``: extra Keras callbacks (e.g. :mod:`hvdcourse.course.faults`)."""
+    """Train; ``callbacks``: extra Keras callbacks (e.g. :mod:`hvdcourse.course.lessons.faults`)."""
     args = parser().parse_args(argv)
 
     import tensorflow as tf
@@ -173,7 +173,7 @@ def run_on_this_machine(
     ``hosts`` (``[(host, slots)]``) go into ``hosts_file``, which the discovery command reads every
     second; ``then_hosts`` replace them when a line containing ``when`` appears (a host leaves).
     ``fault`` (``dict(rank=1, at_step=25, mode="kill")``, and ``once=PATH`` to fail only once) is
-    injected with :mod:`hvdcourse.course.faults`.
+    injected with :mod:`hvdcourse.course.lessons.faults`.
     ``events`` maps ``"changed"``, ``"fault"`` and ``"resumed"`` (the first restart of the training
     function) to seconds since the start, and ``"starts"``/``"done"`` to the records the workers
     reported: rank 0's at each start of the training function (``workers``, ``epoch``, ``batch``,
@@ -222,7 +222,7 @@ def run_on_this_machine(
         program = [
             sys.executable,
             "-m",
-            "hvdcourse.course.faults",
+            "hvdcourse.course.lessons.faults",
             "hvdcourse.examples.train_elastic",
             *trainer_args,
         ]

@@ -17,7 +17,7 @@ from hvdcourse.runtime import devices
 
 
 def main(argv=None, callbacks=()) -> int:
-    """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.course.timeline`)."""
+    """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.course.lessons.timeline`)."""
     args = training_parser(
         "Train the course's MNIST CNN with Horovod on N workers.", live_metrics=True
     ).parse_args(argv)

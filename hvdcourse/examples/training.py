@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from hvdcourse.runtime import results
 from hvdcourse.runtime.errors import CourseError, StoppedWithRank0, UsageError
@@ -344,19 +345,44 @@ def print_and_write(script: str, record: dict, metrics_json=None, rank=None) -> 
     return 0
 
 
+class EpochTimer:
+    """Wall time and images of the training loop, for images/s (the first epoch, with its warm-up
+    of allocators and collectives, is counted separately)."""
+
+    def __init__(self):
+        self.epochs = []  # (seconds, images) per epoch
+
+    def measure(self, images: int):
+        timer, start = self, time.perf_counter()
+
+        class _Epoch:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                timer.epochs.append((time.perf_counter() - start, images))
+
+        return _Epoch()
+
+    def summary(self) -> dict:
+        """``train_seconds`` (all epochs) and ``images_per_second`` (epochs after the first, if any)."""
+        later = self.epochs[1:] or self.epochs
+        seconds = sum(s for s, _ in later)
+        return {
+            "train_seconds": round(sum(s for s, _ in self.epochs), 3),
+            "images_per_second": round(sum(n for _, n in later) / seconds, 1) if seconds else None,
+        }
+
+
 def keras_epoch_timer(images_per_step: int, report_kind: str | None = None):
     """A Keras callback timing each epoch's training batches (epoch begins to last batch ends).
 
-    Its ``timer`` (:class:`hvdcourse.examples.torch_training.EpochTimer`) gives ``train_seconds``
+    Its ``timer`` (:class:`EpochTimer`) gives ``train_seconds``
     and ``images_per_second`` (epochs after the first), measured as the PyTorch trainers measure
     theirs; with ``report_kind`` it also reports them at the end of training (lessons: PyTorch with
     Horovod, and DDP; Horovod and Ray Train, side by side).
     """
-    import time
-
     import tensorflow as tf
-
-    from hvdcourse.examples.torch_training import EpochTimer
 
     class KerasEpochTimer(tf.keras.callbacks.Callback):
         def __init__(self):

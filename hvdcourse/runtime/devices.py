@@ -24,7 +24,7 @@ from hvdcourse.runtime.errors import UsageError
 
 VISIBLE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 SHARE_VAR = "HVD_SHARE_GPU"
-# what sharing costs (the course's GPU probe measured it: the GPU check, hvdcourse.course.gpu, cites it)
+# what sharing costs (the course's GPU probe measured it: the GPU check, hvdcourse.course.check.gpu, cites it)
 SHARING_COST = (
     "NCCL refuses two ranks on one GPU ('NCCL WARN Duplicate GPU detected', 'invalid usage' in "
     "torch), so sharing runs only with a Horovod built without HOROVOD_GPU_OPERATIONS (GPU tensors "

@@ -200,7 +200,7 @@ _FROM_RANKS = (
         ),
         lambda m: f"rank {m[1]} failed first ({m[2].strip()})",
     ),
-    # the course's fault injection (hvdcourse.course.faults)
+    # the course's fault injection (hvdcourse.course.lessons.faults)
     (
         re.compile(r"\[hvdcourse\.faults\] rank (\d+): injecting '(\w+)'"),
         lambda m: f"rank {m[1]} failed first (injected '{m[2]}')",

@@ -8,6 +8,7 @@ module between the package's layers does not move what it reads.
 
 from __future__ import annotations
 
+import json
 import os
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hvdcourse
@@ -24,3 +25,18 @@ def cache_dir() -> str:
         return os.environ["HVDCOURSE_CACHE"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "hvdcourse")
+
+
+def wheel_cache_entry(horovod_version: str) -> str:
+    """The folder of the cached Horovod wheel that is installed (tools/setup_env.sh installs it from
+    there, and pip records the file), else the pattern of the cache's entries for this version."""
+    from importlib import metadata
+
+    try:
+        direct = json.loads(metadata.distribution("horovod").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        direct = {}
+    url = direct.get("url", "")
+    if url.startswith("file://"):
+        return os.path.dirname(url[len("file://") :])
+    return os.path.join(cache_dir(), "wheels", f"hvd{horovod_version}-*")

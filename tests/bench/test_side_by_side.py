@@ -4,7 +4,7 @@ source's three tables."""
 
 import pytest
 
-from hvdcourse.course import framework_compare
+from hvdcourse.course.lessons import framework_compare
 from hvdcourse.course.bench import side_by_side as sbs
 from hvdcourse.runtime.launch import RankRun
 

@@ -1,5 +1,5 @@
-"""hvdcourse.course.dp_scale on 2 Horovod ranks: the accumulation equality of the lesson, and that the
-measurements run and keep the ranks identical (``python -m hvdcourse.course.dp_scale.check`` under
+"""hvdcourse.course.lessons.dp_scale on 2 Horovod ranks: the accumulation equality of the lesson, and that the
+measurements run and keep the ranks identical (``python -m hvdcourse.course.lessons.dp_scale.check`` under
 mpirun, the course's launcher)."""
 
 from conftest import PYTHON
@@ -9,7 +9,7 @@ from hvdcourse.runtime.launch import run_ranks
 def run_check(*args):
     """Every rank's record, rank 0's first; the run must succeed."""
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.dp_scale.check", *args],
+        [PYTHON, "-m", "hvdcourse.course.lessons.dp_scale.check", *args],
         np=2,
         launcher="mpirun",
         timeout=300,

@@ -1,4 +1,4 @@
-"""hvdcourse.course.dp_scale in one process: learning-rate rules, warm-up, payload and ring bytes,
+"""hvdcourse.course.lessons.dp_scale in one process: learning-rate rules, warm-up, payload and ring bytes,
 the mixed-precision model and a short training."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from hvdcourse.course.dp_scale import compression, short_runs
+from hvdcourse.course.lessons.dp_scale import compression, short_runs
 from hvdcourse.runtime.errors import UsageError
 
 

@@ -145,7 +145,7 @@ def test_ex04_collectives_are_switched_off_with_a_clear_hint():
 
 def test_ex04_importing_the_course_reference_is_refused():
     def ring_allreduce(comm, x):
-        from hvdcourse.course.ring import ring_allreduce as reference
+        from hvdcourse.course.lessons.ring import ring_allreduce as reference
 
         return reference(comm, x)
 

@@ -69,7 +69,7 @@ def light_driver(driver, fn, rank, size, args):
         out = layer(Dummy(rank, size), x, w, b)
         return {"output": np.asarray(out, dtype=np.float64).tolist(), "calls": []}
     if driver == "pipeline_idle":
-        from hvdcourse.course.model_parallel import pipeline
+        from hvdcourse.course.lessons.model_parallel import pipeline
 
         fn = fn[-1]  # measured_idle_share, the second answer
 

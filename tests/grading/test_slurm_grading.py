@@ -1,4 +1,4 @@
-"""hvdcourse-grade --slurm on the local 2-node cluster (hvdcourse.course.slurm_cluster): the same class gives the
+"""hvdcourse-grade --slurm on the local 2-node cluster (hvdcourse.course.services.slurm_cluster): the same class gives the
 same scores as a local run; an array past its wait is cancelled and every notebook gets a row saying so."""
 
 import json

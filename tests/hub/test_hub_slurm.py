@@ -39,7 +39,7 @@ def hub_cli(*argv, env=None) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def slurm_hub(hub_install):
-    from hvdcourse.course.slurm_cluster import LocalCluster
+    from hvdcourse.course.services.slurm_cluster import LocalCluster
 
     base = tempfile.mkdtemp(prefix="hvdhubs-")
     os.chmod(base, 0o755)

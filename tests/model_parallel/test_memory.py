@@ -1,9 +1,9 @@
-"""hvdcourse.course.model_parallel.memory: the per-device arithmetic and the advice."""
+"""hvdcourse.course.lessons.model_parallel.memory: the per-device arithmetic and the advice."""
 
 import pytest
 
-from hvdcourse.course import hardware
-from hvdcourse.course.model_parallel import memory
+from hvdcourse.course.lessons import hardware
+from hvdcourse.course.lessons.model_parallel import memory
 from hvdcourse.runtime.errors import UsageError
 
 LLAMA7 = "Llama-2 7B"

@@ -1,9 +1,9 @@
-"""hvdcourse.course.model_parallel.pipeline without MPI: the schedules, the simulation, the bubble formula."""
+"""hvdcourse.course.lessons.model_parallel.pipeline without MPI: the schedules, the simulation, the bubble formula."""
 
 import numpy as np
 import pytest
 
-from hvdcourse.course.model_parallel import pipeline
+from hvdcourse.course.lessons.model_parallel import pipeline
 from hvdcourse.runtime.errors import UsageError
 
 

@@ -1,5 +1,5 @@
-"""hvdcourse.course.model_parallel on 2 MPI ranks: every exactness claim of the lesson, checked by
-running ``python -m hvdcourse.course.model_parallel.check`` under mpirun (the course's launcher)."""
+"""hvdcourse.course.lessons.model_parallel on 2 MPI ranks: every exactness claim of the lesson, checked by
+running ``python -m hvdcourse.course.lessons.model_parallel.check`` under mpirun (the course's launcher)."""
 
 import pytest
 
@@ -21,7 +21,7 @@ def run_check(*args, np_=2):
 
 def _run_check(*args, np_=2):
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.model_parallel.check", *args],
+        [PYTHON, "-m", "hvdcourse.course.lessons.model_parallel.check", *args],
         np=np_,
         launcher="mpirun",
         timeout=120,
@@ -56,7 +56,7 @@ def test_tensor_parallel_rank_keeps_half_of_the_split_matrices():
 
 def test_tensor_parallel_inner_size_not_divisible_by_ranks_is_a_clear_error():
     run = run_ranks(
-        [PYTHON, "-m", "hvdcourse.course.model_parallel.check", "tensor", "--ffn", "15"],
+        [PYTHON, "-m", "hvdcourse.course.lessons.model_parallel.check", "tensor", "--ffn", "15"],
         np=2,
         launcher="mpirun",
         timeout=120,

@@ -1,9 +1,9 @@
-"""hvdcourse.course.model_parallel.tensor_parallel without MPI: the reference block and the split."""
+"""hvdcourse.course.lessons.model_parallel.tensor_parallel without MPI: the reference block and the split."""
 
 import numpy as np
 import pytest
 
-from hvdcourse.course.model_parallel import tensor_parallel as tp
+from hvdcourse.course.lessons.model_parallel import tensor_parallel as tp
 from hvdcourse.runtime.errors import UsageError
 
 

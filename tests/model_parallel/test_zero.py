@@ -1,9 +1,9 @@
-"""hvdcourse.course.model_parallel.zero without MPI: Adam, shards, measured memory."""
+"""hvdcourse.course.lessons.model_parallel.zero without MPI: Adam, shards, measured memory."""
 
 import numpy as np
 import pytest
 
-from hvdcourse.course.model_parallel import zero
+from hvdcourse.course.lessons.model_parallel import zero
 
 
 def test_adam_first_step_moves_every_weight_by_lr_against_its_gradient_sign():

@@ -6,7 +6,20 @@
   MultiWorkerMirroredStrategy), timed after warm-up between barriers, median of repeats;
 * :mod:`hvdcourse.course.bench.torch_throughput` - the same for PyTorch: plain, with Horovod, with DDP;
 * :mod:`hvdcourse.course.bench.allreduce` - allreduce bus bandwidth from 4 KB to 64 MB;
-* :mod:`hvdcourse.course.bench.machine` - what the numbers were measured on, and its memory-copy bandwidth;
+* what the numbers were measured on, and its memory-copy bandwidth, comes from
+  :mod:`hvdcourse.runtime.machine` (shared with the grader, the book and the lessons);
 * :mod:`hvdcourse.course.bench.monitor` - CPU and memory sampled with psutil while a run trains;
 * :mod:`hvdcourse.course.bench.results` - reading the JSON results back (the lesson's plots and tables).
+
+Also:
+
+* :mod:`~hvdcourse.course.bench.plots`: Plots of the benchmark results (lesson: Measuring
+  performance).
+* :mod:`~hvdcourse.course.bench.published`: Published benchmark figures the course discusses,
+  transcribed as data (lesson: Measuring performance).
+* :mod:`~hvdcourse.course.bench.side_by_side`: Horovod, the framework's own strategy and Ray Train
+  on one problem: the source benchmark's three tables rerun (lesson: Horovod and Ray Train, side by
+  side).
+* :mod:`~hvdcourse.course.bench.suite`: The course's benchmark suite, one command (``make bench``;
+  lesson: Measuring performance).
 """

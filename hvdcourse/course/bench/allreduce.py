@@ -7,7 +7,7 @@ Times one allreduce of a float32 buffer per size, for each implementation named 
   buffer into another like ``hvd.allreduce`` (which writes into a new output tensor);
 * ``mpi4py-inplace``: the same with ``MPI.IN_PLACE``: the result overwrites the input, which saves the
   MPI library the copy of the input into the output that an out-of-place allreduce starts with;
-* ``ring``: the course's ring allreduce, :func:`hvdcourse.course.ring.ring_allreduce`, over mpi4py.
+* ``ring``: the course's ring allreduce, :func:`hvdcourse.course.lessons.ring.ring_allreduce`, over mpi4py.
 
 Reported as *bus bandwidth*, ``2 (N - 1) / N x bytes / time``: a ring allreduce moves that many
 bytes through each rank's link, so bus bandwidth compares directly with a link's (here: memory's)
@@ -93,7 +93,7 @@ class _Impl:
         # the sums grow to inf over the repeats: same speed on x86
         if self.name == "mpi4py-inplace":
             return lambda: self.comm.Allreduce(self.mpi.IN_PLACE, data, op=self.mpi.SUM)
-        from hvdcourse.course.ring import ring_allreduce
+        from hvdcourse.course.lessons.ring import ring_allreduce
 
         return lambda: ring_allreduce(self.comm, data)
 
@@ -113,7 +113,7 @@ class _Impl:
             out = data.copy()
             self.comm.Allreduce(self.mpi.IN_PLACE, out, op=self.mpi.SUM)
             return out
-        from hvdcourse.course.ring import ring_allreduce
+        from hvdcourse.course.lessons.ring import ring_allreduce
 
         return np.asarray(ring_allreduce(self.comm, data.copy()))
 
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         from hvdcourse.course.bench.throughput import bind_to_core, local_rank
 
         bind_to_core(local_rank())  # before Horovod, TensorFlow or MPI start their threads
-    from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.runtime.machine import raise_priority
     from hvdcourse.runtime import results
 
     priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)

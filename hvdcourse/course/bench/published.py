@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from hvdcourse.course import sources
+from hvdcourse.course.lessons import sources
 
 SERGEEV_2018 = {
     "source": "Sergeev & Del Balso 2018, arXiv:1802.05799; Horovod documentation (benchmarks page)",

@@ -7,7 +7,7 @@ same three quantities here, for six trainers that train the same model on the sa
 same per-worker batch and learning-rate rule: Keras with Horovod, with MultiWorkerMirroredStrategy
 and with Ray Train (``TensorflowTrainer``, MWMS inside), PyTorch with Horovod, with DDP and with Ray
 Train (``TorchTrainer``, DDP inside); at 1 and 2 workers, at batch 32 and a larger batch. Every run
-goes through :func:`hvdcourse.course.framework_compare.run` and is timed the same way (the training
+goes through :func:`hvdcourse.course.lessons.framework_compare.run` and is timed the same way (the training
 loop of each epoch; images/s from the epochs after the first); the load average before each run is
 kept beside it. The ratios put Ray Train at 2 workers beside each peer.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import tempfile
 
-from hvdcourse.course import framework_compare
-from hvdcourse.course.bench import machine
+from hvdcourse.course.lessons import framework_compare
+from hvdcourse.runtime import machine
 
 KERAS = ("keras-hvd", "keras-mwms", "keras-ray")
 TORCH = ("torch-hvd", "torch-ddp", "torch-ray")

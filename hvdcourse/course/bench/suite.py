@@ -37,7 +37,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hvdcourse.course.bench import machine, results, side_by_side
+from hvdcourse.course.bench import results, side_by_side
+from hvdcourse.runtime import machine
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
@@ -609,7 +610,7 @@ def concurrent_memcopy(settings: Settings) -> dict:
 
     nbytes = 16 * 2**20 if settings.quick else 256 * 2**20
     code = (
-        "import os; from hvdcourse.course.bench.machine import memcopy_bandwidth, raise_priority; "
+        "import os; from hvdcourse.runtime.machine import memcopy_bandwidth, raise_priority; "
         "from hvdcourse.runtime.ranks import launcher_rank; from hvdcourse.runtime.results import report; "
         "raise_priority(); os.sched_setaffinity(0, {launcher_rank() % os.cpu_count()}); "
         f"from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); report(memcopy_bandwidth({nbytes}, repeats=9))"

@@ -186,7 +186,7 @@ def measure(runtime: _Runtime, x, y, batch: int, args) -> dict:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.runtime.machine import raise_priority
 
     priority = raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
     # before any thread pool exists

@@ -308,7 +308,7 @@ def _date(timestamp: float) -> str:
 
 def record_times(times: dict, total: float, target: str = TIMES_RECORD) -> None:
     """Write the pages' execution seconds with the machine and date to ``target`` (the day plans' figures)."""
-    from hvdcourse.course.bench.machine import cpu_model, load_average, memory_gib
+    from hvdcourse.runtime.machine import cpu_model, load_average, memory_gib
 
     load = load_average()
     lessons = {name: round(data["runtime"], 1) for name, data in sorted(times.items())}

@@ -88,7 +88,7 @@ def _pages(env) -> dict:
 
 
 def this_machine() -> str:
-    from hvdcourse.course.bench.machine import cpu_model
+    from hvdcourse.runtime.machine import cpu_model
 
     return f"{cpu_model()}, {os.cpu_count()} cores"
 

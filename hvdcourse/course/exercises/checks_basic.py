@@ -306,7 +306,12 @@ def ex03_sharding(c, shard_indices, timeout: float = 180, hidden=None):
 
 
 # ------------------------------------------------------------------ exercise 4
-RING_FORBID = ("hvdcourse.course.ring", "horovod", "horovod.tensorflow", "horovod.tensorflow.keras")
+RING_FORBID = (
+    "hvdcourse.course.lessons.ring",
+    "horovod",
+    "horovod.tensorflow",
+    "horovod.tensorflow.keras",
+)
 
 
 def _ring_run(c, fn, np_: int, length: int, timeout: float):
@@ -315,7 +320,7 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
         error = outcome.first_error() or {}
         hint = "follow the two phases: N-1 reduce-scatter steps, then N-1 allgather steps"
         if error.get("type") in ("ImportError", "ModuleNotFoundError"):
-            hint = "write the ring yourself: the course's reference (hvdcourse.course.ring) and Horovod are not available here"
+            hint = "write the ring yourself: the course's reference (hvdcourse.course.lessons.ring) and Horovod are not available here"
         elif "not available in this exercise" in error.get("error", ""):
             hint = "use comm.Sendrecv (or Send and Recv) with your left and right neighbours only"
         return None, describe_failure(outcome), hint
@@ -335,7 +340,7 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
 def ex04_ring(c, ring_allreduce, timeout: float = 180, hidden=None):
     """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks
     (``hidden``: the grader's own ``{"length": n}`` of the vectors, used instead of 3001)."""
-    from hvdcourse.course.ring import ring_bytes_sent
+    from hvdcourse.course.lessons.ring import ring_bytes_sent
 
     length = int((hidden or {}).get("length", 3001))
     require_function(c, ring_allreduce, "ring_allreduce")

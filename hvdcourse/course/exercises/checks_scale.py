@@ -14,7 +14,7 @@ from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
 from hvdcourse.course.exercises.result import check
 
 MODEL_PARALLEL_FORBID = (
-    "hvdcourse.course.model_parallel.tensor_parallel",
+    "hvdcourse.course.lessons.model_parallel.tensor_parallel",
     "horovod",
     "horovod.tensorflow",
     "horovod.tensorflow.keras",
@@ -164,7 +164,7 @@ def ex13_pipeline_bubble(
     """Exercise 13: ``predicted_bubble(stages, micro_batches)`` and
     ``measured_idle_share(ops, step_time)`` on simulated and on measured 2-rank pipelines
     (``hidden``: the grader's own ``{"bubbles": [(p, m), ...], "schedules": [(p, m), ...]}``)."""
-    from hvdcourse.course.model_parallel import pipeline
+    from hvdcourse.course.lessons.model_parallel import pipeline
 
     hidden = hidden or {}
     require_function(c, predicted_bubble, "predicted_bubble")

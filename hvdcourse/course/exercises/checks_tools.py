@@ -27,7 +27,7 @@ TIMELINE_FILE = "timeline_2ranks.json"
 # ------------------------------------------------------------------ exercise 8
 def reference_phase_times(path: str) -> dict:
     """{phase: total ms summed over tensors}, from the course's timeline reader."""
-    from hvdcourse.course import timeline
+    from hvdcourse.course.lessons import timeline
 
     table = timeline.phase_table(timeline.load_events(path))
     return {phase: float(ms) for phase, ms in table["total_ms"].items()}

@@ -531,7 +531,7 @@ def pipeline_idle(fn, rank, size, micro_batches=4, width=64, batch=64):
     """One measured GPipe step of a 2-layer-per-stage pipeline; ``fn(ops, step_time)`` on this stage."""
     from mpi4py import MPI
 
-    from hvdcourse.course.model_parallel import pipeline
+    from hvdcourse.course.lessons.model_parallel import pipeline
 
     stages = pipeline.split_stages(pipeline.init_layers(width, 2 * size, seed=0), size)
     rng = np.random.default_rng(1)

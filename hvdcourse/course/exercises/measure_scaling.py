@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         help="how the ranks start (default gloo: horovodrun --gloo)",
     )
     args = parser.parse_args(argv)
-    from hvdcourse.course.bench.machine import describe_machine
+    from hvdcourse.runtime.machine import describe_machine
 
     machine = describe_machine()
     result = measure(

@@ -303,7 +303,7 @@ def _printed(cell) -> list:
 def machine() -> str:
     """CPU, cores and memory of this machine, in words (the run times depend on it; each exercise
     records the machine's load before its run)."""
-    from hvdcourse.course.bench.machine import cpu_model, memory_gib
+    from hvdcourse.runtime.machine import cpu_model, memory_gib
 
     return f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB"
 

@@ -34,7 +34,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from hvdcourse.course.bench import machine
+from hvdcourse.runtime import machine
 from hvdcourse.course.exercises import paths
 from hvdcourse.course.grading.common import GRACE, Stages, progress_line
 from hvdcourse.course.grading import bwrap, processes

@@ -8,4 +8,9 @@
   configuration and spawner, run in the hub's own Python;
 - :mod:`~hvdcourse.course.hub.server`: start and stop; :mod:`~hvdcourse.course.hub.api`: the REST API;
 - :mod:`~hvdcourse.course.hub.cli`: the command line.
+
+Also:
+
+* :mod:`~hvdcourse.course.hub.private`: The answer keys, closed to learners' accounts when the class
+  hub starts (lesson: Instructor guide).
 """

@@ -11,7 +11,9 @@ a CSV or TSV file with a ``username`` column). For each name:
   and the learner notebooks of the exercises into ``exercises/`` (the folder ``hvdcourse-class
   release`` fills); never the solutions, and never over a file the learner already has.
 
-Running it again makes nothing twice.
+Running it again makes nothing twice. At the end of the course, :func:`remove` takes a learner's
+account away again: their processes ended, their home archived (a ``.tar.gz`` for the instructor) or
+deleted, their Unix account deleted.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import os
 import pwd
 import secrets
 import subprocess
+import time
 
 from hvdcourse.course.classroom import roster
+from hvdcourse.runtime import processes
 from hvdcourse.runtime.errors import RunFailed, UsageError
 from hvdcourse.runtime.paths import ROOT
 
@@ -126,3 +130,59 @@ def ensure(names: list, passwords_file: str, homes: str | None = None) -> dict:
                 writer.writerow([name, password])
         give_material(name)
     return {"created": created, "existing": existing}
+
+
+def archive_home(name: str, home: str, folder: str) -> str:
+    """``folder/<name>-<time>.tar.gz`` of ``home`` (mode 600, in a folder only its owner enters)."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    out = os.path.join(os.path.abspath(folder), f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.tar.gz")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    parent, base = os.path.split(home.rstrip(os.sep))
+    proc = subprocess.run(
+        ["tar", "-czf", out, "-C", parent, base], capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        os.remove(out)
+        raise RunFailed(
+            f"archiving {name}'s home {home} failed, nothing was deleted: {proc.stderr[-300:]}"
+        )
+    return out
+
+
+def remove(name: str, archive: str | None = None) -> dict:
+    """Remove the learner account ``name``: end its processes, archive its home into the folder
+    ``archive`` (None: delete the home unarchived), delete the account and its home.
+    Returns ``{'archive': path or None, 'ended': number of processes ended}``."""
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise UsageError(
+            f"there is no account {name!r} on this machine: nothing to remove"
+        ) from None
+    if account.pw_uid < FIRST_UID:
+        raise UsageError(f"{name!r} is a system account (uid {account.pw_uid}): never removed")
+    running = processes.owned_by(account.pw_uid)
+    processes.end(running, grace=5)
+    processes.end_all(lambda: processes.owned_by(account.pw_uid))
+    saved = archive_home(name, account.pw_dir, archive) if archive else None
+    _run(["userdel", "-r", name], f"deleting the account {name!r}")
+    if os.path.exists(account.pw_dir):  # userdel -r leaves a home it does not think is the user's
+        raise RunFailed(f"the account {name!r} is deleted but its home {account.pw_dir} is left")
+    return {"archive": saved, "ended": len(running)}
+
+
+def forget_password(passwords_file: str, name: str) -> None:
+    """Drop ``name``'s row from the instructor's first passwords (if there)."""
+    try:
+        with open(passwords_file, newline="") as fh:
+            rows = list(csv.reader(fh))
+    except OSError:
+        return
+    kept = [row for row in rows if not row or row[0] != name]
+    if kept != rows:
+        tmp = f"{passwords_file}.tmp{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", newline="") as fh:
+            csv.writer(fh, lineterminator="\n").writerows(kept)
+        os.replace(tmp, passwords_file)

@@ -7,6 +7,7 @@ The service ``hvdcourse`` holds a token (``service-token`` in the hub's state fo
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -14,12 +15,35 @@ import urllib.request
 from hvdcourse.runtime.errors import RunFailed
 
 
-class Hub:
-    """``Hub(url, token)``: ``url`` is the proxy's public address, e.g. ``http://127.0.0.1:8000``."""
+def url_of(settings: dict) -> str:
+    """The hub's public address on this machine: https when it serves TLS (the default)."""
+    scheme = "https" if settings.get("tls") else "http"
+    return f"{scheme}://127.0.0.1:{settings['port']}/"
 
-    def __init__(self, url: str, token: str):
+
+def pinned_context(cert: str) -> ssl.SSLContext:
+    """A TLS context that trusts exactly the hub's certificate ``cert`` (self-signed or a site's:
+    a site's names the public host, not 127.0.0.1, so the host name is not checked)."""
+    context = ssl.create_default_context(cafile=cert)
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # the certificate itself is the anchor
+    context.check_hostname = False
+    return context
+
+
+class Hub:
+    """``Hub(url, token)``: ``url`` is the proxy's public address, e.g. ``https://127.0.0.1:8000``;
+    ``cert``: the hub's certificate, trusted alone (see :func:`pinned_context`)."""
+
+    def __init__(self, url: str, token: str, cert: str | None = None):
         self.url = url.rstrip("/")
         self.token = token
+        self.context = pinned_context(cert) if cert else None
+
+    @classmethod
+    def of(cls, settings: dict) -> "Hub":
+        """The API of the hub whose settings (``hub.json``) are ``settings``."""
+        tls = settings.get("tls") or {}
+        return cls(url_of(settings), settings["service_token"], tls.get("cert"))
 
     def call(self, method: str, path: str, timeout: float = 10) -> tuple:
         """``(status, JSON or text)`` of ``method path`` (``path`` from the hub's root, e.g.
@@ -28,7 +52,7 @@ class Hub:
             self.url + path, method=method, headers={"Authorization": f"token {self.token}"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout, context=self.context) as response:
                 status, body = response.status, response.read()
         except urllib.error.HTTPError as err:
             status, body = err.code, err.read()
@@ -42,7 +66,7 @@ class Hub:
         """The hub's version when it answers through the proxy, else None."""
         try:
             status, body = self.call("GET", "/hub/api/", timeout=timeout)
-        except (urllib.error.URLError, OSError):
+        except (urllib.error.URLError, OSError, ValueError):
             return None
         return body.get("version") if status == 200 and isinstance(body, dict) else None
 
@@ -80,3 +104,22 @@ class Hub:
         if status not in (202, 204, 400):
             raise RunFailed(f"the hub did not stop {name}'s server ({status}): {body}")
         return status
+
+    def wait_stopped(self, names: list, timeout: float = 60) -> float:
+        """Wait until no server of ``names`` runs or is stopping; the seconds it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            users = self.users()
+            running = [n for n in names if users.get(n, {}).get("servers")]
+            if not running:
+                return time.monotonic() - start
+            time.sleep(0.5)
+        raise RunFailed(f"servers still running after {timeout:.0f} s: {', '.join(running)}")
+
+    def delete_user(self, name: str) -> bool:
+        """Forget ``name`` (their server is stopped first by the hub); False if the hub never knew
+        them."""
+        status, body = self.call("DELETE", f"/hub/api/users/{name}", timeout=60)
+        if status not in (204, 404):
+            raise RunFailed(f"the hub did not remove the user {name} ({status}): {body}")
+        return status == 204

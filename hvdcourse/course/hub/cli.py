@@ -2,8 +2,10 @@
 
     python -m hvdcourse.course.hub start --roster roster.csv [--port 8000] [--memory 2G] [--cpus 1]
                                          [--procs 512] [--idle-timeout 3600] [--spawner local|slurm]
+                                         [--tls-cert FILE --tls-key FILE | --no-tls]
     python -m hvdcourse.course.hub status
     python -m hvdcourse.course.hub stop
+    python -m hvdcourse.course.hub remove NAME [NAME ...] (--archive DIR | --delete-home)
 
 ``make hub ROSTER=roster.csv`` installs the hub (tools/setup_hub.sh) and runs ``start``;
 ``make hub-stop`` runs ``stop``. Run as root.
@@ -56,7 +58,19 @@ def parser() -> argparse.ArgumentParser:
         "--idle-timeout",
         type=int,
         default=3600,
-        help="seconds after which an idle server is stopped (default 3600)",
+        help="seconds after which an idle server is stopped (default 3600; at least 10)",
+    )
+    start.add_argument(
+        "--tls-cert",
+        default="",
+        help="the site's certificate (PEM) the hub serves HTTPS with (default: a self-signed one, "
+        "made once in the state folder)",
+    )
+    start.add_argument("--tls-key", default="", help="the key of --tls-cert (PEM)")
+    start.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="plain HTTP on 127.0.0.1, only behind a reverse proxy on this machine that serves TLS",
     )
     start.add_argument(
         "--admin", action="append", default=[], help="a roster name who may administer the hub"
@@ -81,6 +95,20 @@ def parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("status", parents=[common], help="the hub's address and learners' servers")
     sub.add_parser("stop", parents=[common], help="stop the hub and every learner's server")
+    remove = sub.add_parser(
+        "remove",
+        parents=[common],
+        help="(end of the course) stop a learner's server, archive or delete their home, delete "
+        "their account",
+    )
+    remove.add_argument("names", nargs="+", metavar="NAME", help="a learner of the hub")
+    home = remove.add_mutually_exclusive_group(required=True)
+    home.add_argument(
+        "--archive",
+        metavar="DIR",
+        help="keep each home as DIR/NAME-TIME.tar.gz (root only) before deleting it",
+    )
+    home.add_argument("--delete-home", action="store_true", help="delete each home unarchived")
     return top
 
 
@@ -96,10 +124,12 @@ def main(argv=None) -> int:
             memory = limits.parse_bytes(args.memory)
         except ValueError as err:
             raise UsageError(f"--memory: {err}") from None
-        if args.cpus <= 0 or args.procs < 16 or args.idle_timeout < 60:
+        if args.cpus <= 0 or args.procs < 16 or args.idle_timeout < 10:
             raise UsageError(
-                "--cpus must be above 0, --procs at least 16, --idle-timeout at least 60 s"
+                "--cpus must be above 0, --procs at least 16, --idle-timeout at least 10 s"
             )
+        if args.no_tls and (args.tls_cert or args.tls_key):
+            raise UsageError("--no-tls and --tls-cert/--tls-key exclude each other: pick one")
         server.start(
             args.roster,
             state,
@@ -119,6 +149,9 @@ def main(argv=None) -> int:
                 "ask_memory": not args.no_slurm_mem,
                 "conf": os.environ.get("SLURM_CONF", ""),
             },
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            plain_http=args.no_tls,
             say=_say,
         )
         return 0
@@ -128,13 +161,16 @@ def main(argv=None) -> int:
         if not pid:
             print("[hub] not running")
             return 1
-        hub = Hub(server.url_of(settings), settings["service_token"])
+        hub = Hub.of(settings)
         print(f"[hub] running (pid {pid}): {server.url_of(settings)}")
         for name, user in sorted(hub.users().items()):
             ready = user.get("servers", {}).get("", {}).get("ready")
             print(f"  {name}: {'server running' if ready else 'no server'}")
         return 0
     server.require_root()
+    if args.command == "remove":
+        server.remove_learners(state, args.names, args.archive, say=_say)
+        return 0
     left = server.stop(state, say=_say)
     if left:
         raise RunFailed(f"{left} process(es) of the hub could not be stopped")

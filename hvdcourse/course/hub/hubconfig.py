@@ -23,6 +23,12 @@ def load(path: str) -> dict:
         return json.load(fh)
 
 
+def activity_interval(s: dict) -> int:
+    """Seconds between two reports of a server's activity to the hub (its own, and the proxy's):
+    well under the idle timeout, so that the culler never takes a server in use for an idle one."""
+    return min(300, max(5, int(s["idle_timeout"]) // 3))
+
+
 def spawner_environment(s: dict) -> dict:
     """What every learner's server (and its kernels and terminals) finds in its environment."""
     return {
@@ -34,6 +40,7 @@ def spawner_environment(s: dict) -> dict:
         # the course's kernel spec and the lab's settings (lessons open as notebooks)
         "JUPYTER_PATH": os.path.join(s["prefix"], "share", "jupyter"),
         s["marker"]: s["marker_value"],  # finds every process of this hub again (stop)
+        "JUPYTERHUB_ACTIVITY_INTERVAL": str(activity_interval(s)),
         # (slurm) the cluster that sbatch, squeue and scancel talk to, when not the system's
         **({"SLURM_CONF": s["slurm"]["conf"]} if s.get("slurm", {}).get("conf") else {}),
     }
@@ -54,7 +61,13 @@ def apply(c, settings_path: str) -> None:
     hub.cleanup_servers = True  # stopping the hub stops every learner's server
     hub.cleanup_proxy = True
     hub.shutdown_on_logout = False
+    hub.last_activity_interval = activity_interval(s)
     hub.concurrent_spawn_limit = max(10, len(s["learners"]))
+    if s.get(
+        "tls"
+    ):  # the proxy, the learners' entrance, serves HTTPS; inside, plain HTTP on loopback
+        hub.ssl_cert = s["tls"]["cert"]
+        hub.ssl_key = s["tls"]["key"]
     c.ConfigurableHTTPProxy.command = [s["proxy"]]
     c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{s['proxy_api_port']}"
     c.ConfigurableHTTPProxy.pid_file = os.path.join(state, "proxy.pid")
@@ -75,7 +88,7 @@ def apply(c, settings_path: str) -> None:
                 "-m",
                 "jupyterhub_idle_culler",
                 f"--timeout={s['idle_timeout']}",
-                f"--cull-every={max(30, s['idle_timeout'] // 4)}",
+                f"--cull-every={max(5, s['idle_timeout'] // 4)}",
             ],
             "environment": {s["marker"]: s["marker_value"]},
         },

@@ -19,13 +19,16 @@ import time
 from hvdcourse.course.classroom.roster import read_roster
 from hvdcourse.course.hub import accounts, limits, private
 from hvdcourse.course.hub.api import Hub
+from hvdcourse.course.hub.api import url_of as _url_of
 from hvdcourse.course.hub.setup import (
     Install,
     State,
     check_port,
     free_port,
     new_settings,
+    tls_files,
     write_files,
+    write_settings,
 )
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.errors import RunFailed, UsageError
@@ -59,7 +62,7 @@ def hub_pid(state: State) -> int | None:
 
 
 def url_of(settings: dict) -> str:
-    return f"http://127.0.0.1:{settings['port']}/"
+    return _url_of(settings)
 
 
 def require_root() -> None:
@@ -83,9 +86,14 @@ def start(
     idle_timeout: int = 3600,
     admins: tuple = (),
     slurm: dict | None = None,
+    tls_cert: str = "",
+    tls_key: str = "",
+    plain_http: bool = False,
     say=print,
 ) -> dict:
-    """Start the hub (or find it running); returns its settings. ``say`` prints progress lines."""
+    """Start the hub (or find it running); returns its settings. ``say`` prints progress lines.
+    The hub serves HTTPS with ``tls_cert`` and ``tls_key`` (neither: a self-signed pair), or plain
+    HTTP with ``plain_http``, for a reverse proxy on this machine that serves TLS."""
     require_root()
     names = read_roster(roster)
     accounts.check_names(names)
@@ -100,6 +108,8 @@ def start(
         say("[hub] to change its settings: make hub-stop, then make hub again")
         return settings
     check_port(port, "127.0.0.1")
+    state.make()
+    served = {} if plain_http else tls_files(state, tls_cert, tls_key)
     closed = private.close(python=install.kernel_python())
     say(
         f"[hub] closed to learners ({len(closed)} folders): the solutions, the exercise sources, "
@@ -127,10 +137,11 @@ def start(
         cgroups=how,
         idle_timeout=idle_timeout,
         slurm=slurm or {},
+        tls=served,
     )
     for attempt in range(3):
         proc, log_start = _launch(install, state, settings)
-        hub = Hub(url_of(settings), settings["service_token"])
+        hub = Hub.of(settings)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline and proc.poll() is None and not hub.version():
             time.sleep(0.5)
@@ -153,6 +164,15 @@ def start(
             f"with: {log[-800:]}"
         )
     say(f"[hub] JupyterHub for the class: {url_of(settings)} (127.0.0.1 only)")
+    if served.get("self_signed"):
+        say(
+            f"[hub] TLS with a self-signed certificate ({served['cert']}): browsers ask once to "
+            "accept it; --tls-cert/--tls-key serve your site's"
+        )
+    elif not served:
+        say(
+            "[hub] plain HTTP (--no-tls): only behind a reverse proxy on this machine that serves TLS"
+        )
     slurm_line = "spawner: Slurm (batchspawner), limits asked of Slurm"
     say(f"[hub] {slurm_line if spawner == 'slurm' else limits.describe(wanted, how)}")
     say(
@@ -213,3 +233,44 @@ def stop(state: State, say=lambda line: None) -> int:
     if os.path.exists(state.pid):
         os.remove(state.pid)
     return len(members(settings))
+
+
+def remove_learners(state: State, names: list, archive: str | None, say=lambda line: None) -> list:
+    """Take learners of this hub away at the end of the course: stop their server and forget them
+    (when the hub runs), end what they still run, archive their home into ``archive`` or delete it
+    (None), delete their account, and drop them from the hub's settings and first passwords.
+    Returns ``[(name, archive file or None)]``."""
+    require_root()
+    settings = state.read_settings()
+    if settings is None:
+        raise UsageError(
+            f"no hub was started from {state.folder}: --state names the hub's state folder"
+        )
+    strangers = [n for n in names if n not in settings.get("learners", [])]
+    if strangers:
+        raise UsageError(
+            f"{strangers[0]!r} is not a learner of the hub in {state.folder} (its roster has "
+            f"{len(settings.get('learners', []))} names): only the hub's learners are removed here"
+        )
+    hub = Hub.of(settings) if hub_pid(state) else None
+    done = []
+    for name in names:
+        if hub is not None and name in hub.users():
+            hub.stop(name)
+            hub.wait_stopped([name], timeout=STOP_TIMEOUT)
+            hub.delete_user(name)
+        how = settings.get("cgroups", "none")
+        limits.release(limits.groups(name, how))
+        outcome = accounts.remove(name, archive)
+        settings["learners"] = [n for n in settings["learners"] if n != name]
+        settings["admins"] = [n for n in settings.get("admins", []) if n != name]
+        write_settings(state, settings)
+        accounts.forget_password(state.passwords, name)
+        kept = f"home archived to {outcome['archive']}" if archive else "home deleted"
+        say(f"[hub] {name} removed: server stopped, {kept}, account deleted")
+        done.append((name, outcome["archive"]))
+    say(
+        "[hub] take them off the roster too: a later 'make hub' with them on it makes new, "
+        "empty accounts"
+    )
+    return done

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
+import subprocess
 
 from hvdcourse.runtime.errors import MissingToolError, UsageError
 from hvdcourse.runtime.mpienv import launch_env
@@ -133,6 +135,8 @@ class State:
         self.pid = os.path.join(self.folder, "hub.pid")
         self.passwords = os.path.join(self.folder, "passwords.csv")
         self.token = os.path.join(self.folder, "service-token")
+        self.cert = os.path.join(self.folder, "tls", "hub.crt")
+        self.key = os.path.join(self.folder, "tls", "hub.key")
 
     def make(self) -> None:
         os.makedirs(self.folder, mode=0o700, exist_ok=True)
@@ -144,6 +148,41 @@ class State:
                 return json.load(fh)
         except (OSError, ValueError):
             return None
+
+
+def tls_files(state: State, cert: str = "", key: str = "") -> dict:
+    """``{'cert': ..., 'key': ...}`` the hub serves HTTPS with: the instructor's pair when given
+    (checked readable), else a self-signed certificate for ``localhost`` and ``127.0.0.1`` made once
+    with openssl in the state folder and kept across restarts (learners' browsers accept it once)."""
+    if cert or key:
+        if not (cert and key):
+            raise UsageError("give both --tls-cert and --tls-key (or neither: a self-signed pair)")
+        for path, what in ((cert, "--tls-cert"), (key, "--tls-key")):
+            if not os.path.isfile(path):
+                raise UsageError(f"{what} {path}: no such file")
+        return {"cert": os.path.abspath(cert), "key": os.path.abspath(key), "self_signed": False}
+    if not (os.path.isfile(state.cert) and os.path.isfile(state.key)):
+        openssl = shutil.which("openssl")
+        if not openssl:
+            raise MissingToolError(
+                "openssl is not installed (it makes the hub's self-signed certificate): "
+                "apt-get install openssl, or give --tls-cert and --tls-key"
+            )
+        os.makedirs(os.path.dirname(state.cert), mode=0o700, exist_ok=True)
+        proc = subprocess.run(
+            [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "825"]
+            + ["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+            + ["-keyout", state.key, "-out", state.cert],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if proc.returncode != 0:
+            raise MissingToolError(
+                f"openssl could not make the hub's certificate: {proc.stderr.strip()[-300:]}"
+            )
+        os.chmod(state.key, 0o600)
+    return {"cert": state.cert, "key": state.key, "self_signed": True}
 
 
 def _write(path: str, text: str, mode: int = 0o600) -> None:
@@ -171,10 +210,15 @@ def kernel_spec(python: str, cache: str) -> dict:
     }
 
 
+def write_settings(state: State, settings: dict) -> None:
+    """The hub's settings file, ``hub.json`` (root only)."""
+    _write(state.settings, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+
+
 def write_files(install: Install, state: State, settings: dict) -> None:
     """The settings, ``jupyterhub_config.py``, the kernel spec and the lab's settings."""
     state.make()
-    _write(state.settings, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    write_settings(state, settings)
     _write(state.token, settings["service_token"] + "\n")  # the instructor's scripts read it
     _write(
         state.config,

@@ -1,6 +1,6 @@
-"""hvdcourse.course.bench.machine: every result file says what it was measured on."""
+"""hvdcourse.runtime.machine: every result file says what it was measured on."""
 
-from hvdcourse.course.bench.machine import describe_machine, memcopy_bandwidth
+from hvdcourse.runtime.machine import describe_machine, memcopy_bandwidth
 
 KEYS = {
     "cpu_model",

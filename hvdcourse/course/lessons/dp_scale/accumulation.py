@@ -27,7 +27,7 @@ def train_steps(hvd, x, y, batch: int, lr: float, seed: int = 0, **distributed) 
     with ``hvd.DistributedOptimizer(SGD(lr), **distributed)`` on the course's CNN built from ``seed``."""
     import tensorflow as tf
 
-    from hvdcourse.course.dp_scale.short_runs import build
+    from hvdcourse.course.lessons.dp_scale.short_runs import build
     from hvdcourse.examples.model import loss_fn
 
     model = build(seed=seed)
@@ -49,7 +49,7 @@ def accumulation_check(
     large batch), ``summed`` (``False`` against the large batch) and ``summed_vs_k_lr`` (``False``
     against the large batch with ``k * lr``); ``allreduces`` per step: how many batches a step took.
     """
-    from hvdcourse.course.dp_scale.short_runs import load_data
+    from hvdcourse.course.lessons.dp_scale.short_runs import load_data
 
     x, y, _, _ = load_data(hvd.rank(), hvd.size())
     x, y = x[: k * micro_batch], y[: k * micro_batch]

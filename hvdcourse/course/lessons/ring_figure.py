@@ -1,4 +1,4 @@
-"""The ring allreduce step by step, drawn from :func:`hvdcourse.course.ring.ring_trace`
+"""The ring allreduce step by step, drawn from :func:`hvdcourse.course.lessons.ring.ring_trace`
 (lesson: Parameter servers and ring-allreduce).
 
 One panel per communication step, 2(N-1) in all: rows are ranks, columns are chunks; a cell names
@@ -11,7 +11,7 @@ the schedule, so the figure changes if the algorithm does.
 
 from __future__ import annotations
 
-from hvdcourse.course import ring
+from hvdcourse.course.lessons import ring
 
 
 def step_panels(size: int = 4) -> list:

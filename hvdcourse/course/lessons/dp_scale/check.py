@@ -1,7 +1,7 @@
 """Run the data-parallel-at-scale measurements on the ranks of an MPI job (lesson: Data parallelism
 at scale).
 
-``mpirun -np 2 python -m hvdcourse.course.dp_scale.check accumulation`` (or ``compression``,
+``mpirun -np 2 python -m hvdcourse.course.lessons.dp_scale.check accumulation`` (or ``compression``,
 ``training``): every rank initialises Horovod (``horovod.tensorflow.keras``) with one TensorFlow
 thread, runs the measurement, prints one line and passes its record to
 :func:`hvdcourse.runtime.results.report`, which :func:`hvdcourse.runtime.launch.run_ranks` hands back
@@ -46,12 +46,12 @@ def main(argv=None) -> int:
     hvd.init()
     set_threads(1)
     if args.check == "accumulation":
-        from hvdcourse.course.dp_scale.accumulation import accumulation_check
+        from hvdcourse.course.lessons.dp_scale.accumulation import accumulation_check
 
         record = accumulation_check(hvd, k=args.k, micro_batch=args.micro_batch)
         ok = record["averaged"] <= args.tolerance
     elif args.check == "compression":
-        from hvdcourse.course.dp_scale.compression import time_allreduces
+        from hvdcourse.course.lessons.dp_scale.compression import time_allreduces
 
         shapes = [(1000,), (10, 30), (7,)]
         record = {
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         }
         ok = True
     else:
-        from hvdcourse.course.dp_scale.short_runs import short_training
+        from hvdcourse.course.lessons.dp_scale.short_runs import short_training
 
         record = short_training(
             hvd, max_steps=args.max_steps, compression=getattr(hvd.Compression, args.compression)

@@ -20,17 +20,17 @@ data-parallel ranks and ZeRO stage ``z``:
 
 Temporary buffers, the framework's own memory and fragmentation are not counted: a plan that fits
 with little to spare may still not run. The models and devices are those of
-:mod:`hvdcourse.course.hardware` (lesson: Why distributed training).
+:mod:`hvdcourse.course.lessons.hardware` (lesson: Why distributed training).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdcourse.course import hardware
+from hvdcourse.course.lessons import hardware
 
 # counted in hardware.py (lesson 1 uses them too), used here by name
-from hvdcourse.course.hardware import activation_bytes_per_layer, activation_terms  # noqa: F401
+from hvdcourse.course.lessons.hardware import activation_bytes_per_layer, activation_terms  # noqa: F401
 from hvdcourse.runtime.errors import UsageError
 
 # bytes per parameter: weights, gradients, optimizer state (Adam)
@@ -66,7 +66,7 @@ class Plan:
 
 
 def model_named(name: str) -> hardware.Transformer:
-    """The model of :data:`hvdcourse.course.hardware.MODELS` called ``name``."""
+    """The model of :data:`hvdcourse.course.lessons.hardware.MODELS` called ``name``."""
     for model in hardware.MODELS:
         if model.name == name:
             return model
@@ -75,7 +75,7 @@ def model_named(name: str) -> hardware.Transformer:
 
 
 def node_named(name: str) -> hardware.Node:
-    """The node of :data:`hvdcourse.course.hardware.NODES` called ``name``."""
+    """The node of :data:`hvdcourse.course.lessons.hardware.NODES` called ``name``."""
     if name not in hardware.NODES:
         raise UsageError(f"no node called {name!r}; choose one of: {', '.join(hardware.NODES)}")
     return hardware.NODES[name]

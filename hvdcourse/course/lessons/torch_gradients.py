@@ -1,12 +1,12 @@
 """Horovod's averaged PyTorch gradient is the full-batch gradient (lesson: PyTorch with Horovod, and DDP).
 
-The PyTorch counterpart of :mod:`hvdcourse.course.gradients`, checked through Horovod itself: on N
+The PyTorch counterpart of :mod:`hvdcourse.course.lessons.gradients`, checked through Horovod itself: on N
 ranks, each rank takes its equal shard of one batch, runs ``backward()`` under
 ``hvd.DistributedOptimizer`` and ``synchronize()``\\ s, so its ``.grad`` holds the allreduced average;
 it also computes, alone, the gradient of the whole batch from the same weights. The two must agree
 within float tolerance on every rank::
 
-    mpirun -np 2 python -m hvdcourse.course.torch_gradients --batch 64
+    mpirun -np 2 python -m hvdcourse.course.lessons.torch_gradients --batch 64
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def check(batch: int, seed: int = 0) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.torch_gradients", description=__doc__.splitlines()[0]
+        prog="python -m hvdcourse.course.lessons.torch_gradients",
+        description=__doc__.splitlines()[0],
     )
     parser.add_argument("--batch", type=int, default=64, help="global batch (default 64)")
     args = parser.parse_args(argv)

@@ -3,7 +3,7 @@
 The lab trains 15 models (4 schedules x 3 seeds on 2 ranks, the single-worker reference x 3 seeds)
 and records the metrics, batch-normalisation statistics and memory the page discusses: about five
 minutes on 2 cores, too long to repeat on every build of the book. ``python -m
-hvdcourse.course.conversion_record`` runs the two commands the page shows and writes
+hvdcourse.course.lessons.conversion_record`` runs the two commands the page shows and writes
 ``book/data/conversion_lab.json`` with the machine, its load and the commands; the page reads that
 record (as lesson "Ray Train" reads the fault-tolerance record). Lesson "Converting" runs a smaller
 part of the same lab live.
@@ -52,7 +52,7 @@ def run_lab(workdir: str, timeout: float = 900) -> dict:
 
     results = {}
     for name, (ranks, launcher, args) in commands().items():
-        program = [sys.executable, "-m", "hvdcourse.course.conversion_lab", *args]
+        program = [sys.executable, "-m", "hvdcourse.course.lessons.conversion_lab", *args]
         run = run_ranks(program, np=ranks, launcher=launcher, timeout=timeout, cwd=workdir)
         if not run.ok:
             raise CourseError(
@@ -67,12 +67,12 @@ def run_lab(workdir: str, timeout: float = 900) -> dict:
 
 def record(path: str, results: dict) -> dict:
     """Write the runs with the machine they ran on and the commands that made them."""
-    from hvdcourse.course.bench.machine import describe_machine
+    from hvdcourse.runtime.machine import describe_machine
 
     data = {
         "machine": describe_machine(),
         "commands": {
-            name: f"{launcher} x{ranks}: python -m hvdcourse.course.conversion_lab {' '.join(args)}"
+            name: f"{launcher} x{ranks}: python -m hvdcourse.course.lessons.conversion_lab {' '.join(args)}"
             for name, (ranks, launcher, args) in commands().items()
         },
         **results,
@@ -85,7 +85,7 @@ def record(path: str, results: dict) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.conversion_record",
+        prog="python -m hvdcourse.course.lessons.conversion_record",
         description="Run the full learning-rate lab (about 5 minutes on 2 cores) and record it.",
     )
     parser.add_argument("--out", default=RECORD, help=f"record to write (default: {RECORD})")

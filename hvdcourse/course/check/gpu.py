@@ -386,7 +386,7 @@ def rank_main(argv) -> int:
     from hvdcourse.runtime.devices import torch_device
     from hvdcourse.runtime.results import report
 
-    p = argparse.ArgumentParser(prog="hvdcourse.course.gpu --rank")
+    p = argparse.ArgumentParser(prog="hvdcourse.course.check.gpu --rank")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--batch-sizes", required=True)
     args = p.parse_args(argv)
@@ -410,14 +410,14 @@ def _launch(np: int, steps: int, batch_sizes, timeout: float, timeline: str | No
     from hvdcourse.runtime.launch import run_ranks
 
     env = {**(env or {}), **({"HOROVOD_TIMELINE": timeline} if timeline else {})}
-    program = [sys.executable, "-m", "hvdcourse.course.gpu", "--rank", "--steps", str(steps)]
+    program = [sys.executable, "-m", "hvdcourse.course.check.gpu", "--rank", "--steps", str(steps)]
     program += ["--batch-sizes", ",".join(str(b) for b in batch_sizes)]
     return run_ranks(program, np, "gloo", timeout, env=env)
 
 
 def nccl_phases(timeline_path: str) -> dict:
     """Total ms per phase of rank 0's timeline (NCCL's phases and Horovod's around them)."""
-    from hvdcourse.course import timeline
+    from hvdcourse.course.lessons import timeline
 
     table = timeline.phase_table(timeline.load_events(timeline_path))
     return {phase: round(float(ms), 3) for phase, ms in table["total_ms"].items()}
@@ -427,7 +427,7 @@ def _build_info() -> dict:
     """What tools/setup_gpu.sh wrote beside the installed wheel (build.json), or {}."""
     import horovod
 
-    from hvdcourse.course.envcheck import wheel_cache_entry
+    from hvdcourse.runtime.paths import wheel_cache_entry
 
     path = os.path.join(wheel_cache_entry(horovod.__version__), "build.json")
     try:

@@ -5,9 +5,9 @@ out-of-memory killer or its node dies, and the others wait in an allreduce that 
 To teach and test what the course does about it, a run can be told to fail on purpose::
 
     HVDCOURSE_FAIL_RANK=1 HVDCOURSE_FAIL_AT_STEP=8 HVDCOURSE_FAIL_MODE=kill \\
-        mpirun -np 2 python -m hvdcourse.course.faults hvdcourse.examples.train_hvd --epochs 3
+        mpirun -np 2 python -m hvdcourse.course.lessons.faults hvdcourse.examples.train_hvd --epochs 3
 
-``python -m hvdcourse.course.faults MODULE ARGS`` runs ``MODULE.main(ARGS, callbacks=[...])`` with a
+``python -m hvdcourse.course.lessons.faults MODULE ARGS`` runs ``MODULE.main(ARGS, callbacks=[...])`` with a
 :class:`FaultInjection` callback built from the environment; without ``HVDCOURSE_FAIL_RANK`` it adds
 nothing, so the trainers themselves contain no fault-injection code.
 
@@ -277,7 +277,7 @@ def run_with_fault(
         "HVDCOURSE_FAIL_AT_STEP": str(at_step),
         "HVDCOURSE_FAIL_MODE": mode,
     }
-    program = [sys.executable, "-m", "hvdcourse.course.faults", trainer, *trainer_args]
+    program = [sys.executable, "-m", "hvdcourse.course.lessons.faults", trainer, *trainer_args]
     run = run_ranks(
         program, np=np, launcher=launcher, timeout=timeout, env=env, on_line=on_line, **run_kwargs
     )
@@ -382,7 +382,7 @@ def compare_resume(
         cwd=folders["interrupted"],
     )
     resumed = run_ranks(
-        [sys.executable, "-m", "hvdcourse.course.faults", trainer, *trainer_args],
+        [sys.executable, "-m", "hvdcourse.course.lessons.faults", trainer, *trainer_args],
         np=np,
         launcher=launcher,
         timeout=timeout,
@@ -413,9 +413,9 @@ def kill_processes(pids) -> None:
 
 
 def main(argv=None) -> int:
-    """``python -m hvdcourse.course.faults MODULE [ARGS...]``: run a trainer with the faults set in the environment."""
+    """``python -m hvdcourse.course.lessons.faults MODULE [ARGS...]``: run a trainer with the faults set in the environment."""
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.faults",
+        prog="python -m hvdcourse.course.lessons.faults",
         description="Run a course trainer (e.g. hvdcourse.examples.train_hvd) with a fault injected on one rank, "
         "as set by HVDCOURSE_FAIL_RANK, HVDCOURSE_FAIL_AT_STEP and HVDCOURSE_FAIL_MODE "
         f"({'|'.join(MODES)}).",

@@ -1,4 +1,4 @@
-"""JupyterLab for learners: ``make lab`` (``python -m hvdcourse.course.lab``) opens the course live.
+"""JupyterLab for learners: ``make lab`` (``python -m hvdcourse.course.services.lab``) opens the course live.
 
 What it does, in order:
 
@@ -265,7 +265,7 @@ def _raise_stop(signum, frame):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.lab",
+        prog="python -m hvdcourse.course.services.lab",
         description="JupyterLab on the course: lessons open as notebooks, %%px lessons start their "
         "MPI engines; Ctrl-C stops the lab, its kernels and engines.",
     )

@@ -246,7 +246,7 @@ def lr_rule_runs(
 
 def machine_line() -> str:
     """One line naming the machine the measurements ran on: CPU, cores, memory, load average."""
-    from hvdcourse.course.bench.machine import describe_machine
+    from hvdcourse.runtime.machine import describe_machine
 
     m = describe_machine()
     load = m["load_average_1_5_15min"]

@@ -20,7 +20,7 @@ same way.
 
 Command line (one framework, one size; prints the row)::
 
-    python -m hvdcourse.course.framework_compare --framework torch-hvd -np 2 -- --epochs 2 --max-steps 20
+    python -m hvdcourse.course.lessons.framework_compare --framework torch-hvd -np 2 -- --epochs 2 --max-steps 20
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from hvdcourse.course.bench.machine import PRIORITY_VARIABLE
+from hvdcourse.runtime.machine import PRIORITY_VARIABLE
 from hvdcourse.runtime.errors import RunFailed, UsageError, run_cli
 
 
@@ -137,7 +137,7 @@ _KINDS = (
     ("Ray daemons", ("log_monitor", "dashboard", "runtime_env", "monitor.py", "setup_worker.py")),
     ("Ray driver (the script)", ("train_ray_",)),
     ("launcher", ("horovodrun", "mpirun", "orted", "prterun", "torchrun")),
-    ("workers", ("hvdcourse.examples.train_", "hvdcourse.course.framework_compare")),
+    ("workers", ("hvdcourse.examples.train_", "hvdcourse.course.lessons.framework_compare")),
 )
 # Ray's two native daemons, known by their program (their arguments name other programs)
 _DAEMONS = ("raylet", "gcs_server")
@@ -311,7 +311,7 @@ def keras_rank_main(argv) -> int:
     :func:`keras_epoch_timer`."""
     import importlib
 
-    from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.runtime.machine import raise_priority
     from hvdcourse.examples import cli
     from hvdcourse.runtime.ranks import launcher_size
 
@@ -332,7 +332,7 @@ def prioritised_main(argv) -> int:
     """``prioritised MODULE ARGS...``: run ``python -m MODULE ARGS...`` at the suite's priority."""
     import runpy
 
-    from hvdcourse.course.bench.machine import raise_priority
+    from hvdcourse.runtime.machine import raise_priority
 
     raise_priority()  # only if the suite asked for it ($HVDCOURSE_BENCH_NICE)
     sys.argv = [argv[0], *argv[1:]]
@@ -347,7 +347,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["prioritised"]:
         return prioritised_main(argv[1:])
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.framework_compare",
+        prog="python -m hvdcourse.course.lessons.framework_compare",
         description="Run one framework's trainer on N ranks and print its row of the comparison.",
     )
     parser.add_argument("--framework", choices=list(KNOWN), required=True)

@@ -9,7 +9,7 @@ Under:
 
 * **plain Horovod** (``mpirun``, ``train_hvd``, rank 0 checkpoints each epoch): ``mpirun`` ends the
   job and names the rank; the same command started again resumes from the last checkpoint
-  (:mod:`hvdcourse.course.faults`; here it is restarted at once, on a cluster a requeue or a person
+  (:mod:`hvdcourse.course.lessons.faults`; here it is restarted at once, on a cluster a requeue or a person
   does it);
 * **Horovod Elastic** (``horovodrun`` with a discovery script, ``train_elastic``, a commit every
   step): the survivor rolls back to the last commit and goes on alone; a host that appears in the
@@ -24,7 +24,7 @@ again (**recover**), the **epochs lost** (steps done again after the restart, in
 (the kill and the first step after it write their time), so the load of the machine is in them:
 :func:`record` stores the machine and its load with the table.
 
-``python -m hvdcourse.course.fault_compare --record book/data/fault_compare.json`` runs all three
+``python -m hvdcourse.course.lessons.fault_compare --record book/data/fault_compare.json`` runs all three
 (minutes on 2 cores; more on a busy machine) and writes the table that the lesson shows; :func:`ray_train` alone is
 what the lesson runs live and ``tests/test_fault_compare.py`` checks.
 """
@@ -78,7 +78,7 @@ def plain_horovod(
     work: str, epochs: int = EPOCHS, steps: int = STEPS, kill_step: int = KILL_STEP
 ) -> Outcome:
     """``mpirun -np 2 train_hvd``, rank 1 killed; then the same command again, resuming."""
-    from hvdcourse.course import faults
+    from hvdcourse.course.lessons import faults
     from hvdcourse.runtime.launch import run_ranks
 
     folder = os.path.join(work, "horovod")
@@ -95,7 +95,13 @@ def plain_horovod(
             first_step.append(time.monotonic() - start)
 
     resumed = run_ranks(
-        [sys.executable, "-m", "hvdcourse.course.faults", "hvdcourse.examples.train_hvd", *args],
+        [
+            sys.executable,
+            "-m",
+            "hvdcourse.course.lessons.faults",
+            "hvdcourse.examples.train_hvd",
+            *args,
+        ],
         np=WORKERS,
         launcher="mpirun",
         timeout=TIMEOUT,
@@ -185,12 +191,12 @@ def ray_fault_callback(rank: int, at_step: int, marker: str):
     The callback is pickled and sent to every worker, so the rank is checked where it runs
     (``ray.train.get_context()``). The kill writes the time to ``marker``; the restarted rank 0
     writes the time of its first step to ``marker + ".resumed"``; a
-    restarted worker never kills itself again (:func:`hvdcourse.course.faults.first_time`). With
+    restarted worker never kills itself again (:func:`hvdcourse.course.lessons.faults.first_time`). With
     ``train_ray_tf.main(argv, callbacks=[...])``.
     """
     import tensorflow as tf
 
-    from hvdcourse.course.faults import fail, first_time
+    from hvdcourse.course.lessons.faults import fail, first_time
 
     class RayWorkerFault(tf.keras.callbacks.Callback):
         def __init__(self):
@@ -261,7 +267,7 @@ def ray_train(
         [
             sys.executable,
             "-m",
-            "hvdcourse.course.fault_compare",
+            "hvdcourse.course.lessons.fault_compare",
             "ray-run",
             "--marker",
             marker,
@@ -352,7 +358,7 @@ def record(path: str, outcomes) -> dict:
     rerun of one system, ``--only``), in the order of :data:`SCENARIOS`; each row names its own date
     and load.
     """
-    from hvdcourse.course.bench.machine import describe_machine
+    from hvdcourse.runtime.machine import describe_machine
 
     rows = {o.system: asdict(o) for o in outcomes}
     if os.path.exists(path):
@@ -380,10 +386,10 @@ def record(path: str, outcomes) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m hvdcourse.course.fault_compare --record FILE`` (or ``ray-run``, used by :func:`ray_train`)."""
+    """``python -m hvdcourse.course.lessons.fault_compare --record FILE`` (or ``ray-run``, used by :func:`ray_train`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["ray-run"]:
-        p = argparse.ArgumentParser(prog="python -m hvdcourse.course.fault_compare ray-run")
+        p = argparse.ArgumentParser(prog="python -m hvdcourse.course.lessons.fault_compare ray-run")
         p.add_argument("--marker", required=True)
         p.add_argument("--at-step", type=int, default=KILL_STEP)
         p.add_argument("--rank", type=int, default=1)
@@ -392,7 +398,7 @@ def main(argv=None) -> int:
         rest = a.args[1:] if a.args[:1] == ["--"] else a.args
         return ray_run(rest, a.marker, a.rank, a.at_step)
     p = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.fault_compare",
+        prog="python -m hvdcourse.course.lessons.fault_compare",
         description="Kill one of 2 workers under plain Horovod, Horovod Elastic and Ray Train; "
         "print the table (time to detect, to recover, epochs lost, final accuracy).",
     )

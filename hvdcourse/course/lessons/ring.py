@@ -14,7 +14,7 @@ and adopted by Horovod (Sergeev & Del Balso 2018):
 2(N-1) steps in all; each rank sends 2(N-1)/N of the array, whatever N: the bandwidth term does not
 grow with the number of workers, which is why the ring scales where a parameter server does not.
 
-Run the check on 3 ranks: ``mpirun -np 3 python -m hvdcourse.course.ring --length 10 --horovod``.
+Run the check on 3 ranks: ``mpirun -np 3 python -m hvdcourse.course.lessons.ring --length 10 --horovod``.
 """
 
 from __future__ import annotations

@@ -10,23 +10,22 @@ non-zero with a one-line fix when something is missing.
   PyTorch extension) with PyTorch
 * ``horovodrun -np 2 ... hvdcourse-check --rank-line`` (or srun) - one line per rank
 * ``hvdcourse-check --gpu [--record FILE]`` - after ``make gpu``, the GPU route's check
-  (:mod:`hvdcourse.course.gpu`): GPUs, driver, CUDA, NCCL, the build, images/s, NCCL's phases
+  (:mod:`hvdcourse.course.check.gpu`): GPUs, driver, CUDA, NCCL, the build, images/s, NCCL's phases
 * ``srun --nodes=N --ntasks-per-node=1 hvdcourse-check --allreduce-bandwidth`` - the interconnect:
   allreduce time, algorithm and bus bandwidth per message size, as NCCL's tests report them
-  (:mod:`hvdcourse.course.bandwidth`), on the GPUs with NCCL or on the CPU with MPI/Gloo
+  (:mod:`hvdcourse.course.lessons.bandwidth`), on the GPUs with NCCL or on the CPU with MPI/Gloo
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import socket
 import sys
 
 from hvdcourse.runtime.errors import CheckFailed, UsageError, run_cli
-from hvdcourse.runtime.paths import ROOT, cache_dir
+from hvdcourse.runtime.paths import ROOT, wheel_cache_entry
 
 NEEDED_TF = "2.20"
 NEEDED_HOROVOD = "0.28.1"
@@ -152,21 +151,6 @@ def installed_version(package: str) -> str | None:
         return None
 
 
-def wheel_cache_entry(horovod_version: str) -> str:
-    """The folder of the cached Horovod wheel that is installed (tools/setup_env.sh installs it from
-    there, and pip records the file), else the pattern of the cache's entries for this version."""
-    from importlib import metadata
-
-    try:
-        direct = json.loads(metadata.distribution("horovod").read_text("direct_url.json") or "{}")
-    except (metadata.PackageNotFoundError, ValueError):
-        direct = {}
-    url = direct.get("url", "")
-    if url.startswith("file://"):
-        return os.path.dirname(url[len("file://") :])
-    return os.path.join(cache_dir(), "wheels", f"hvd{horovod_version}-*")
-
-
 def torch_report(
     extension_built: bool, horovod_version: str, requirements: str | None = None
 ) -> tuple:
@@ -269,7 +253,7 @@ def check_ranks(
             [
                 sys.executable,
                 "-m",
-                "hvdcourse.course.envcheck",
+                "hvdcourse.course.check.envcheck",
                 "--rank-line",
                 "--framework",
                 framework,
@@ -355,7 +339,7 @@ def check(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     if args.allreduce_bandwidth:
-        from hvdcourse.course import bandwidth
+        from hvdcourse.course.lessons import bandwidth
 
         iters = bandwidth.DEFAULT_ITERS if args.iters is None else args.iters
         if iters < 1:
@@ -369,7 +353,7 @@ def check(argv=None) -> int:
     if args.sizes or args.iters is not None:
         raise UsageError("--sizes and --iters go with --allreduce-bandwidth")
     if args.gpu:
-        from hvdcourse.course import gpu
+        from hvdcourse.course.check import gpu
 
         steps = gpu.DEFAULT_STEPS if args.steps is None else args.steps
         if steps < 1:

@@ -3,7 +3,7 @@
 
 Run under Horovod (rank 0 reports the result to the launcher, :func:`training.report`)::
 
-    horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.checkpoint_order --out DIR
+    horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.lessons.checkpoint_order --out DIR
 
 Every rank trains the course's model and validates on its own shard of the test set, as the source
 documents' code does. Rank 0 registers two checkpoint callbacks that monitor ``val_loss`` with

@@ -17,9 +17,9 @@ on N ranks with ``HOROVOD_TIMELINE=<file>``, or with ``HOROVOD_TIMELINE=DYNAMIC`
 
 Command line::
 
-    python -m hvdcourse.course.timeline record --out tl.json [--trainer train_torch_hvd]
+    python -m hvdcourse.course.lessons.timeline record --out tl.json [--trainer train_torch_hvd]
                     [--dynamic 5 10] [--fusion-threshold B] [--cycle-time MS] -- --epochs 1 --max-steps 20
-    python -m hvdcourse.course.timeline show tl.json
+    python -m hvdcourse.course.lessons.timeline show tl.json
 """
 
 from __future__ import annotations
@@ -503,7 +503,7 @@ def dynamic_timeline_callback(
     if os.environ.get("HOROVOD_TIMELINE") != "DYNAMIC":
         raise TimelineError(
             "hvd.start_timeline() needs HOROVOD_TIMELINE=DYNAMIC set before hvd.init(); "
-            "export it in the job (or use hvdcourse.course.timeline.record(..., dynamic=...))."
+            "export it in the job (or use hvdcourse.course.lessons.timeline.record(..., dynamic=...))."
         )
     if not 0 <= start_step < stop_step:
         raise ValueError(f"need 0 <= start_step < stop_step, got {start_step}, {stop_step}")
@@ -546,7 +546,7 @@ def torch_dynamic_timeline(path: str, start_step: int, stop_step: int, mark_cycl
     if os.environ.get("HOROVOD_TIMELINE") != "DYNAMIC":
         raise TimelineError(
             "hvd.start_timeline() needs HOROVOD_TIMELINE=DYNAMIC set before hvd.init(); "
-            "export it in the job (or use hvdcourse.course.timeline.record(..., dynamic=...))."
+            "export it in the job (or use hvdcourse.course.lessons.timeline.record(..., dynamic=...))."
         )
     if not 0 <= start_step < stop_step:
         raise ValueError(f"need 0 <= start_step < stop_step, got {start_step}, {stop_step}")
@@ -629,7 +629,7 @@ def record(
     own_cwd = cwd is None
     cwd = cwd or tempfile.mkdtemp(prefix="hvdcourse-timeline-")
     env = knob_env(fusion_threshold, cycle_time, mark_cycles and dynamic is None)
-    program = [sys.executable, "-m", "hvdcourse.course.timeline", "rank", "--out", path]
+    program = [sys.executable, "-m", "hvdcourse.course.lessons.timeline", "rank", "--out", path]
     program += ["--trainer", trainer]
     if dynamic is None:
         env["HOROVOD_TIMELINE"] = path
@@ -649,7 +649,7 @@ def record(
 
 def rank_main(argv) -> int:
     """What each rank runs under :func:`record`: a Horovod trainer, with the dynamic callback if asked."""
-    parser = argparse.ArgumentParser(prog="hvdcourse.course.timeline rank")
+    parser = argparse.ArgumentParser(prog="hvdcourse.course.lessons.timeline rank")
     parser.add_argument("--out", required=True)
     parser.add_argument("--trainer", choices=TRAINERS, default="train_hvd")
     parser.add_argument("--dynamic", nargs=2, type=int, metavar=("START", "STOP"))
@@ -673,7 +673,7 @@ def rank_main(argv) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hvdcourse.course.timeline",
+        prog="python -m hvdcourse.course.lessons.timeline",
         description="Record or summarise a Horovod timeline.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -3,8 +3,8 @@ memory, measured (lesson: Converting a Keras MNIST script to Horovod).
 
 Run under Horovod (rank 0 writes one JSON file)::
 
-    horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.conversion_lab --out lab.json
-    python -m hvdcourse.course.conversion_lab --out ref.json          # 1 worker: the reference
+    horovodrun -np 2 -H localhost:2 --gloo python -m hvdcourse.course.lessons.conversion_lab --out lab.json
+    python -m hvdcourse.course.lessons.conversion_lab --out ref.json          # 1 worker: the reference
 
 Every configuration trains the course's model from the same initial weights (per seed) in the same
 process, so the only difference between them is the learning-rate schedule.
@@ -419,7 +419,7 @@ def main(argv=None) -> int:
         )
     if args.batch_norm_batches:
         from hvdcourse.examples import data
-        from hvdcourse.course import gradients
+        from hvdcourse.course.lessons import gradients
 
         images = data.shard(data.load_mnist(quiet=True).x_train, hvd.rank(), hvd.size())
         result["batch_norm"] = sum(

@@ -1,6 +1,6 @@
 """Run the model-parallel checks on the ranks of an MPI job (lesson: Model parallelism by hand).
 
-``mpirun -np 2 python -m hvdcourse.course.model_parallel.check tensor`` (or ``pipeline``, ``zero``,
+``mpirun -np 2 python -m hvdcourse.course.lessons.model_parallel.check tensor`` (or ``pipeline``, ``zero``,
 ``bubble``): every rank runs the check, prints one line and passes its record to
 :func:`hvdcourse.runtime.results.report`, which :func:`hvdcourse.runtime.launch.run_ranks` hands back
 to the tests. The exit code is 0 when every comparison on this rank is within ``--tolerance``.
@@ -61,21 +61,21 @@ def main(argv=None) -> int:
 
     comm = MPI.COMM_WORLD
     if args.check == "tensor":
-        from hvdcourse.course.model_parallel.tensor_parallel import compare_with_reference
+        from hvdcourse.course.lessons.model_parallel.tensor_parallel import compare_with_reference
 
         record = compare_with_reference(comm, hidden=args.hidden, ffn=args.ffn)
     elif args.check == "pipeline":
-        from hvdcourse.course.model_parallel.pipeline import compare_with_reference
+        from hvdcourse.course.lessons.model_parallel.pipeline import compare_with_reference
 
         record = compare_with_reference(
             comm, args.schedule, args.micro_batches[0], width=args.width, batch=args.batch
         )
     elif args.check == "zero":
-        from hvdcourse.course.model_parallel.zero import compare_with_data_parallel
+        from hvdcourse.course.lessons.model_parallel.zero import compare_with_data_parallel
 
         record = compare_with_data_parallel(comm, n=args.parameters, steps=args.steps)
     else:
-        from hvdcourse.course.model_parallel.pipeline import measure_bubble
+        from hvdcourse.course.lessons.model_parallel.pipeline import measure_bubble
 
         rows = measure_bubble(
             comm,

@@ -1,0 +1,225 @@
+"""How the class hub holds a class: 30 learners' servers started at once, their memory when idle,
+the idle culler taking them back (lesson: Instructor guide).
+
+    python -m hvdcourse.course.hub.scale [--learners 30] [--idle-timeout 20]
+                                         [--record book/data/hub_scale.json]
+
+As root. Makes ``--learners`` accounts (``hvdscale01``...) with homes in a temporary folder, starts a
+hub for them on a free port (TLS, an idle timeout of ``--idle-timeout`` seconds), then
+:func:`measure`: asks the hub's REST API for every server at once, times until all are ready, checks
+that each answers through the proxy, reads each idle server's memory, and waits for the idle culler
+to stop them all; then stops the hub and removes the accounts. The figures, with the machine, the
+date and the load average, go to the record the instructor guide reads (:func:`summary`).
+``tests/hub/test_class_hub.py`` runs :func:`measure` on its own hub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pwd
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+
+from hvdcourse.course.hub import accounts, limits, private, server
+from hvdcourse.course.hub.api import Hub
+from hvdcourse.course.hub.setup import Install, State, free_port
+from hvdcourse.runtime import machine, processes
+from hvdcourse.runtime.errors import RunFailed, UsageError, run_cli
+from hvdcourse.runtime.paths import ROOT
+
+DATA = os.path.join(ROOT, "book", "data", "hub_scale.json")
+LEARNERS = 30
+START_TIMEOUT = 600  # seconds for every server of the class to be ready
+
+
+def _mb(nbytes: float) -> float:
+    return round(nbytes / 2**20, 1)
+
+
+def server_memory(hub: Hub, names: list, cgroups: str) -> dict:
+    """Per idle learner: the resident (RSS) and unique (USS) memory of every process of their
+    account (the server; no kernel is open) and what their cgroup is charged, in MiB."""
+    users = hub.users()
+    rss, uss, charged = [], [], []
+    for name in names:
+        pid = users[name]["servers"][""]["state"]["pid"]
+        procs = processes.owned_by(pwd.getpwnam(name).pw_uid) or processes.by_pid([pid])
+        infos = [p.memory_full_info() for p in procs]
+        rss.append(sum(i.rss for i in infos))
+        uss.append(sum(i.uss for i in infos))
+        if cgroups != "none":
+            charged.append(limits.usage(limits.groups(name, cgroups)))
+    return {
+        "rss_mb_median": _mb(statistics.median(rss)),
+        "rss_mb_max": _mb(max(rss)),
+        "uss_mb_median": _mb(statistics.median(uss)),
+        "cgroup_mb_median": _mb(statistics.median(charged)) if charged else None,
+        "rss_mb_all": _mb(sum(rss)),
+    }
+
+
+def measure(hub: Hub, settings: dict, names: list, say=print) -> dict:
+    """Start every server of ``names`` through the REST API at once, check them, read their memory,
+    let the idle culler (the hub's, ``settings['idle_timeout']``) stop them; the figures."""
+    load_before = machine.load_average()
+    began = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # the hub answers a start in up to 10 s
+        list(pool.map(hub.start, names))
+    asked = time.monotonic() - began
+    hub.wait_ready(names, timeout=START_TIMEOUT)
+    all_ready = time.monotonic() - began
+    say(f"[scale] {len(names)} servers asked for in {asked:.1f} s, all ready in {all_ready:.1f} s")
+    refused = []
+    for name in names:
+        status, body = hub.call("GET", f"/user/{name}/api/status", timeout=30)
+        if status != 200 or "kernels" not in body:
+            refused.append(f"{name} ({status})")
+    if refused:
+        raise RunFailed(f"servers ready but not answering through the proxy: {', '.join(refused)}")
+    memory = server_memory(hub, names, settings.get("cgroups", "none"))
+    hub_procs = [
+        p for p in server.members(settings) if p.uids().real == 0
+    ]  # the hub, its proxy, the culler
+    hub_rss = sum(p.memory_info().rss for p in hub_procs)
+    available = psutil.virtual_memory().available
+    say(
+        f"[scale] idle: {memory['rss_mb_median']:.0f} MiB resident per learner (median), "
+        f"{memory['uss_mb_median']:.0f} MiB of it their own; hub, proxy and culler {_mb(hub_rss):.0f} MiB"
+    )
+    idle_since = time.monotonic()  # the checks above were the last activity
+    timeout = settings["idle_timeout"]
+    deadline = idle_since + timeout + max(5, timeout // 4) + 120
+    while time.monotonic() < deadline:
+        running = [n for n, u in hub.users().items() if n in names and u.get("servers")]
+        if not running:
+            break
+        time.sleep(1)
+    else:
+        raise RunFailed(
+            f"the idle culler left {len(running)} server(s) running {deadline - idle_since:.0f} s "
+            f"after their last activity (idle timeout {timeout} s): {', '.join(running[:5])}"
+        )
+    culled_after = time.monotonic() - idle_since
+    uids = {pwd.getpwnam(n).pw_uid for n in names}
+    left = [p for uid in uids for p in processes.owned_by(uid)]
+    say(f"[scale] the idle culler stopped all {len(names)} in {culled_after:.0f} s; left: {len(left)}")
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {
+            "cpu": machine.cpu_model(),
+            "cores": os.cpu_count(),
+            "memory_gib": machine.memory_gib(),
+        },
+        "load_average_before": load_before,
+        "load_average_after": machine.load_average(),
+        "learners": len(names),
+        "spawner": settings.get("spawner", "local"),
+        "cgroups": settings.get("cgroups", "none"),
+        "tls": bool(settings.get("tls")),
+        "start_all_s": round(all_ready, 1),
+        "start_requests_s": round(asked, 1),
+        **memory,
+        "hub_proxy_culler_rss_mb": _mb(hub_rss),
+        "available_gib_while_idle": round(available / 2**30, 1),
+        "idle_timeout_s": timeout,
+        "culled_all_after_s": round(culled_after, 1),
+        "processes_left_after_cull": len(left),
+    }
+
+
+def write_record(record: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1)
+        fh.write("\n")
+
+
+def summary(path: str = DATA) -> dict:
+    """The record's figures for the instructor guide, with what 30 idle learners take in all."""
+    with open(path, encoding="utf-8") as fh:
+        record = json.load(fh)
+    return {
+        **record,
+        "day": record["date"][:10],
+        "load": record["load_average_before"][0],
+        "loaded": record["load_average_before"][0] > record["machine"]["cores"],
+        "per_learner_s": record["start_all_s"] / record["learners"],
+    }
+
+
+def run(learners: int, idle_timeout: int, say=print) -> dict:
+    """A hub of its own for ``learners`` new accounts, :func:`measure`, then nothing left."""
+    server.require_root()
+    base = tempfile.mkdtemp(prefix="hvdscale-")
+    os.chmod(base, 0o755)
+    homes, state = os.path.join(base, "homes"), State(os.path.join(base, "state"))
+    os.makedirs(homes, mode=0o755)
+    names = [f"hvdscale{i:02d}" for i in range(1, learners + 1)]
+    clash = [n for n in names if _exists(n)]
+    if clash:
+        raise UsageError(
+            f"the account {clash[0]} exists already: remove the scale run's accounts first "
+            f"(python -m hvdcourse.course.hub remove needs its state) or userdel -r {clash[0]}"
+        )
+    roster = os.path.join(base, "roster.csv")
+    with open(roster, "w") as fh:
+        fh.write("username\n" + "".join(f"{n}\n" for n in names))
+    install = Install()
+    saved = private.modes(private.places(ROOT, (private.kernel_package(install.kernel_python()),)))
+    try:
+        settings = server.start(
+            roster, state, install, port=free_port(), homes=homes, idle_timeout=idle_timeout, say=say
+        )
+        record = measure(Hub.of(settings), settings, names, say=say)
+        left = server.stop(state, say=say)
+        record["processes_left_after_hub_stop"] = left
+        return record
+    finally:
+        server.stop(state)
+        for name in names:
+            if _exists(name):
+                accounts.remove(name, None)
+        shutil.rmtree(base, ignore_errors=True)
+        private.restore(saved)
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m hvdcourse.course.hub.scale",
+        description="Start a class's servers on a hub of their own, measure, cull, record.",
+    )
+    parser.add_argument("--learners", type=int, default=LEARNERS, help=f"default {LEARNERS}")
+    parser.add_argument(
+        "--idle-timeout", type=int, default=20, help="the culler's timeout in seconds (default 20)"
+    )
+    parser.add_argument("--record", default=None, help=f"write the figures here (e.g. {DATA})")
+    args = parser.parse_args(argv)
+    if not 1 <= args.learners <= 99 or args.idle_timeout < 10:
+        raise UsageError("--learners must be 1-99 and --idle-timeout at least 10 s")
+    record = run(args.learners, args.idle_timeout)
+    print(json.dumps(record, indent=1))
+    if args.record:
+        write_record(record, args.record)
+        print(f"[scale] wrote {args.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))
