@@ -390,3 +390,15 @@ def hub_install():
         timeout=3600,
     )
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+
+
+def course_cli(module: str, *argv, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGV`` in the clone (the hub's and the class's commands in tests/hub)."""
+    return subprocess.run(
+        [PYTHON, "-m", module, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

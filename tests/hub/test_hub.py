@@ -91,7 +91,7 @@ def hub(hub_install):
             "start_argv": start_argv,
             "stdout": proc.stdout,
             "settings": settings,
-            "api": Hub(f"http://127.0.0.1:{port}", settings["service_token"]),
+            "api": Hub.of(settings),
             "hub_start_s": started,
         }
     finally:
@@ -102,7 +102,7 @@ def hub(hub_install):
 
 
 def test_start_prints_the_hub_url_on_loopback(hub):
-    url = f"http://127.0.0.1:{hub['settings']['port']}/"
+    url = f"https://127.0.0.1:{hub['settings']['port']}/"  # TLS (test_class_hub.py checks it)
     assert url in hub["stdout"]
     assert hub["api"].version() == "6.1.1"
     listening = [

@@ -76,7 +76,7 @@ def slurm_hub(hub_install):
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         settings = setup.State(state).read_settings()
-        api = Hub(f"http://127.0.0.1:{settings['port']}", settings["service_token"])
+        api = Hub.of(settings)
         yield {"name": name, "api": api, "state": state, "cluster": cluster, "env": env}
     finally:
         hub_cli("stop", "--state", state)

@@ -7,7 +7,9 @@
 - :mod:`~hvdcourse.course.hub.hubconfig` and :mod:`~hvdcourse.course.hub.spawner`: JupyterHub's
   configuration and spawner, run in the hub's own Python;
 - :mod:`~hvdcourse.course.hub.server`: start and stop; :mod:`~hvdcourse.course.hub.api`: the REST API;
-- :mod:`~hvdcourse.course.hub.cli`: the command line.
+- :mod:`~hvdcourse.course.hub.cli`: the command line;
+- :mod:`~hvdcourse.course.hub.scale`: 30 learners' servers started, measured and culled (the
+  instructor guide's figures).
 
 Also:
 

@@ -114,8 +114,10 @@ def apply(c, settings_path: str) -> None:
     spawner.environment = spawner_environment(s)
     spawner.mem_limit = s["limits"]["memory"]
     spawner.cpu_limit = float(s["limits"]["cpus"])
-    spawner.start_timeout = 120
-    spawner.http_timeout = 90
+    # a class asking for its servers at once on a small machine: 30 at once on 2 busy cores took
+    # more than 90 s each to answer (JupyterLab's imports), JupyterHub's default gave up on them
+    spawner.start_timeout = 300
+    spawner.http_timeout = 300
     if s["spawner"] == "slurm":
         hub.spawner_class = SLURM
         slurm = c.SlurmSpawner

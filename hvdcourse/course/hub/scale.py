@@ -67,16 +67,42 @@ def server_memory(hub: Hub, names: list, cgroups: str) -> dict:
     }
 
 
+def _wait_all_ready(hub: Hub, names: list, pool, began: float) -> float:
+    """Seconds from ``began`` until every server of ``names`` is ready. A ready server is asked for
+    its status every few seconds meanwhile, as its learner's open page would, so that a short idle
+    timeout does not cull the first ones while the last ones start."""
+    pinged: dict = {}
+    while time.monotonic() - began < START_TIMEOUT:
+        servers = {n: u.get("servers", {}).get("") for n, u in hub.users().items() if n in names}
+        ready = [n for n in names if (servers.get(n) or {}).get("ready")]
+        gone = [n for n in names if not servers.get(n)]
+        if gone:
+            raise RunFailed(
+                f"{len(gone)} server(s) stopped before the class was up ({', '.join(gone[:5])}): "
+                "see the hub's log"
+            )
+        if len(ready) == len(names):
+            return time.monotonic() - began
+        now = time.monotonic()
+        due = [n for n in ready if now - pinged.get(n, 0) > 3]
+        for name in due:
+            pinged[name] = now
+        list(pool.map(lambda n: hub.call("GET", f"/user/{n}/api/status", timeout=30), due))
+        time.sleep(1)
+    raise RunFailed(f"the class's servers were not all ready after {START_TIMEOUT} s")
+
+
 def measure(hub: Hub, settings: dict, names: list, say=print) -> dict:
     """Start every server of ``names`` through the REST API at once, check them, read their memory,
     let the idle culler (the hub's, ``settings['idle_timeout']``) stop them; the figures."""
     load_before = machine.load_average()
     began = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:  # the hub answers a start in up to 10 s
+    with ThreadPoolExecutor(
+        max_workers=len(names)
+    ) as pool:  # the hub answers a start in up to 10 s
         list(pool.map(hub.start, names))
-    asked = time.monotonic() - began
-    hub.wait_ready(names, timeout=START_TIMEOUT)
-    all_ready = time.monotonic() - began
+        asked = time.monotonic() - began
+        all_ready = _wait_all_ready(hub, names, pool, began)
     say(f"[scale] {len(names)} servers asked for in {asked:.1f} s, all ready in {all_ready:.1f} s")
     refused = []
     for name in names:
@@ -111,7 +137,9 @@ def measure(hub: Hub, settings: dict, names: list, say=print) -> dict:
     culled_after = time.monotonic() - idle_since
     uids = {pwd.getpwnam(n).pw_uid for n in names}
     left = [p for uid in uids for p in processes.owned_by(uid)]
-    say(f"[scale] the idle culler stopped all {len(names)} in {culled_after:.0f} s; left: {len(left)}")
+    say(
+        f"[scale] the idle culler stopped all {len(names)} in {culled_after:.0f} s; left: {len(left)}"
+    )
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": {
@@ -177,7 +205,13 @@ def run(learners: int, idle_timeout: int, say=print) -> dict:
     saved = private.modes(private.places(ROOT, (private.kernel_package(install.kernel_python()),)))
     try:
         settings = server.start(
-            roster, state, install, port=free_port(), homes=homes, idle_timeout=idle_timeout, say=say
+            roster,
+            state,
+            install,
+            port=free_port(),
+            homes=homes,
+            idle_timeout=idle_timeout,
+            say=say,
         )
         record = measure(Hub.of(settings), settings, names, say=say)
         left = server.stop(state, say=say)
