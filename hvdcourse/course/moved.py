@@ -42,6 +42,9 @@ MOVED = {
     "monitoring": "services.monitoring",
     "slurm_cluster": "services.slurm_cluster",
     "bench.machine": "../runtime.machine",
+    # grading cut by stage: throughput measurement went to the benchmarks, a Slurm task to slurm
+    "grading.throughput": "bench.grading_throughput",
+    "grading.slurm_task": "grading.slurm",
 }
 
 

@@ -1,10 +1,10 @@
-"""The grading throughput the instructor guide shows (hvdcourse/course/grading/throughput.py)."""
+"""The grading throughput the instructor guide shows (hvdcourse/course/bench/grading_throughput.py)."""
 
 import json
 
 import pytest
 
-from hvdcourse.course.grading import throughput
+from hvdcourse.course.bench import grading_throughput as throughput
 
 
 def write_runs(path, serial_wall, auto_wall, notebook_seconds, load=1.0, auto_students=1, cpu=None):

@@ -13,6 +13,8 @@
 
 Also:
 
+* :mod:`~hvdcourse.course.bench.grading_throughput`: How fast the grader grades: runs of
+  ``hvdcourse-grade`` measured and recorded (lesson: Instructor guide).
 * :mod:`~hvdcourse.course.bench.plots`: Plots of the benchmark results (lesson: Measuring
   performance).
 * :mod:`~hvdcourse.course.bench.published`: Published benchmark figures the course discusses,

@@ -1,11 +1,11 @@
-"""How fast the grader grades, from recorded runs (lesson: Instructor guide).
+"""How fast the grader grades: runs of ``hvdcourse-grade`` measured and recorded (lesson: Instructor guide).
 
-The figures come from ``book/data/grading_throughput.json``, written by the grader itself::
+The figures come from ``book/data/grading_throughput.json``, written by :func:`record`::
 
-    hvdcourse-grade CLASS --out OUT --jobs 1    --record book/data/grading_throughput.json
-    hvdcourse-grade CLASS --out OUT --jobs auto --record book/data/grading_throughput.json
+    python -m hvdcourse.course.bench.grading_throughput record CLASS --out OUT --jobs 1
+    python -m hvdcourse.course.bench.grading_throughput record CLASS --out OUT --jobs auto
 
-where CLASS holds students with every solution notebook (``python -m hvdcourse.course.grading.throughput
+where CLASS holds students with every solution notebook (``python -m hvdcourse.course.bench.grading_throughput
 --class-dir CLASS --students N`` makes it; the serial run grades one student, the --jobs auto run
 one or more: with several, its time per student includes how the notebooks of different students
 share the cores). :func:`summary` turns the two runs into the numbers the instructor guide shows: the time per
@@ -16,12 +16,17 @@ these cores can beat), and what each added Slurm node gives, computed from the m
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
+import resource
 import shutil
+import subprocess
 import sys
+import time
 
+from hvdcourse.runtime import machine
 from hvdcourse.runtime.paths import BOOK_DATA, ROOT
 
 DATA = os.path.join(BOOK_DATA, "grading_throughput.json")
@@ -41,7 +46,7 @@ def summary(path: str = DATA) -> dict:
     if "1" not in found or "auto" not in found:
         raise ValueError(
             f"{path} needs a --jobs 1 and a --jobs auto run; record them with the commands in "
-            "hvdcourse.course.grading.throughput's docstring"
+            "hvdcourse.course.bench.grading_throughput's docstring"
         )
     serial, auto = found["1"], found["auto"]
     times = sorted(serial["notebook_seconds"].values())
@@ -114,7 +119,7 @@ def notebook_cpu(run: dict) -> dict:
     if not found:
         raise ValueError(
             "the recorded run has no CPU seconds per notebook; record it again with the commands in "
-            "hvdcourse.course.grading.throughput's docstring"
+            "hvdcourse.course.bench.grading_throughput's docstring"
         )
     students = run["students"]
     out = {phase: 0.0 for phase in ("notebook", "answers", "judge")}
@@ -153,7 +158,89 @@ def make_class(folder: str, students: int = 1) -> str:
     return folder
 
 
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of every process it started that has ended."""
+    return sum(
+        u.ru_utime + u.ru_stime
+        for u in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
+
+
+def record(submissions: str, out: str, jobs: str, data: str = DATA, grader_options=()) -> dict:
+    """Grade ``submissions`` with ``hvdcourse-grade --jobs JOBS`` and add the run's timings to the JSON
+    file ``data`` (one entry per mode and --jobs, replaced by a newer run): machine, load average
+    before and after, wall and CPU time, and each notebook's seconds, CPU seconds and stages."""
+    load_before, cpu_before, start = os.getloadavg(), cpu_seconds(), time.monotonic()
+    cmd = [sys.executable, "-m", "hvdcourse.course.grading.grader", submissions, "--out", out]
+    subprocess.run([*cmd, "--jobs", jobs, *grader_options], check=True)
+    seconds = time.monotonic() - start
+    with open(os.path.join(out, "results.json")) as fh:
+        graded = json.load(fh)
+    # {"student/notebook": report} of every notebook graded
+    reports = {f"{s['student']}/{nb['name']}": nb for s in graded for nb in s["notebooks"]}
+    cores = len(os.sched_getaffinity(0))
+    entry = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": {
+            "cpu": machine.cpu_model(),
+            "cores": cores,
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        },
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "mode": "slurm" if "--slurm" in grader_options else "local",
+        "jobs": jobs,
+        "jobs_used": max(1, cores) if jobs == "auto" else int(jobs),  # the grader's --jobs auto
+        "students": len(graded),
+        "notebooks": len(reports),
+        "wall_seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu_seconds() - cpu_before, 1),
+        "notebook_seconds": {k: r.get("seconds", 0) for k, r in reports.items()},
+        # CPU seconds of each notebook's three processes: the learner's cells in the kernel, the answer
+        # run (the checks observing the learner's functions, with their ranks) and the judge
+        "notebook_cpu_seconds": {k: r.get("cpu", {}) for k, r in reports.items()},
+        # wall seconds of each notebook's stages, from its start to its report
+        "notebook_stage_seconds": {k: r.get("timing", {}) for k, r in reports.items()},
+        "statuses": sorted({r.get("status", "?") for r in reports.values()}),
+        "points": sum(x.get("score", 0) for r in reports.values() for x in r.get("results", [])),
+        "max_points": sum(
+            x.get("max_score", 0) for r in reports.values() for x in r.get("results", [])
+        ),
+    }
+    found = {"runs": []}
+    if os.path.isfile(data):
+        with open(data) as fh:
+            found = json.load(fh)
+    found["runs"] = [
+        r for r in found.get("runs", []) if (r["mode"], r["jobs"]) != (entry["mode"], entry["jobs"])
+    ]
+    found["runs"].append(entry)
+    with open(data, "w") as fh:
+        json.dump(found, fh, indent=1)
+        fh.write("\n")
+    print(f"recorded the timings in {data}", flush=True)
+    return entry
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["record"]:
+        parser = argparse.ArgumentParser(
+            prog="python -m hvdcourse.course.bench.grading_throughput record",
+            description="Grade a class with hvdcourse-grade and record the run's timings; "
+            "options after -- go to the grader (e.g. -- --slurm).",
+        )
+        parser.add_argument("submissions", help="the class (--class-dir makes one)")
+        parser.add_argument("--out", required=True, help="the grader's results folder")
+        parser.add_argument("--jobs", default="1", help="the grader's --jobs (1 or auto)")
+        parser.add_argument("--data", default=DATA, help=f"the record (default {DATA})")
+        parser.add_argument("grader_options", nargs="*", help="more options for the grader")
+        args = parser.parse_args(argv[1:])
+        record(args.submissions, args.out, args.jobs, args.data, args.grader_options)
+        return 0
     parser = argparse.ArgumentParser(
         description="Grading throughput: make the measuring class, or print the "
         "figures recorded in book/data/grading_throughput.json."

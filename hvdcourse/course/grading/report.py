@@ -13,20 +13,7 @@ import os
 from collections import Counter
 
 from hvdcourse.course.exercises.result import NOT_CHECKED, CheckResult
-
-PROBLEM_TEXT = {
-    "unreadable": "could not be read as a notebook",
-    "timeout": "ran past the time limit and was stopped",
-    "kernel-died": "stopped its Python kernel",
-    "output-cap": "printed too much output",
-    "grading-failed": "broke the grading cell",
-    "violation": "tried to read the solutions",
-    "memory-limit": "hit the memory limit",
-    "process-limit": "hit the limit on processes",
-    "cpu-limit": "hit the CPU time limit",
-    "not-run": "could not be run",
-    "grader-error": "could not be graded (grader error)",
-}
+from hvdcourse.course.grading.job import Status
 
 
 def notebook_exercise(nb: dict) -> str:
@@ -61,7 +48,7 @@ def why_no_result(student: dict, name: str) -> str:
     """What happened to the submitted notebook ``name`` that gave no result, in a few words."""
     nb = next((nb for nb in student["notebooks"] if nb["name"] == name), None)
     status = (nb or {}).get("report", {}).get("status", "")
-    return PROBLEM_TEXT.get(status, "gave no result")
+    return Status.feedback_of(status)
 
 
 def zeroed(data: dict, why: str) -> dict:
@@ -241,7 +228,7 @@ def summary(students: list, exercises: dict, maxima: dict, seconds: float) -> st
     ]
     lines += ["", "## Notebooks with problems", ""]
     lines += [
-        f"- {name}/{nb}: {PROBLEM_TEXT.get(status, status)}"
+        f"- {name}/{nb}: {Status.feedback_of(status, otherwise=status)}"
         if status != "ok"
         else f"- {name}/{nb}: tried to write outside its folder (denied)"
         for name, nb, status in bad

@@ -20,6 +20,7 @@ the grader's judge (:mod:`hvdcourse.course.grading.judge`) does that from the re
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -30,9 +31,8 @@ import time
 
 from hvdcourse.course.grading import bwrap, confine, processes
 from hvdcourse.course.grading import hidden as hidden_inputs
-from hvdcourse.course.grading.common import Stages
+from hvdcourse.course.grading.job import Job, Report, Stages, Status
 
-TOKEN_ENV = "HVDCOURSE_SUBMISSION_TOKEN"
 KERNEL_NAME = "hvdcourse-grading"
 MAX_ANSWER_BYTES = 50_000_000
 # the answer process's stages (it stamps their ends): its start, its imports, the notebook's
@@ -65,7 +65,7 @@ def give(path: str, uid) -> None:
             os.lchown(name, uid, uid)
 
 
-def sandbox_env(job: dict, workdir: str, log: str) -> dict:
+def sandbox_env(job: Job, workdir: str, log: str) -> dict:
     """The environment of a submission's processes: audit hook via sitecustomize, everything writable
     inside ``workdir``, the course package from the folder the grader was loaded from."""
     from hvdcourse.course.grading.audit import ENV
@@ -75,11 +75,11 @@ def sandbox_env(job: dict, workdir: str, log: str) -> dict:
     tmp = os.path.join(workdir, "tmp")
     for folder in (home, tmp):
         os.makedirs(folder, exist_ok=True)
-    keras = os.path.join(job["site"], "data", "keras-mnist.npz")
+    keras = os.path.join(job.site, "data", "keras-mnist.npz")
     if os.path.isfile(keras):  # the full MNIST where Keras (and hvdcourse.data) look for it
         os.makedirs(os.path.join(home, ".keras", "datasets"), exist_ok=True)
         shutil.copyfile(keras, os.path.join(home, ".keras", "datasets", "mnist.npz"))
-    policy = {"workdir": workdir, "deny": job["deny"], "log": log}
+    policy = {"workdir": workdir, "deny": job.deny, "log": log}
     base = {
         k: os.environ[k]
         for k in ("PATH", "LANG", "LC_ALL", "TF_CPP_MIN_LOG_LEVEL")
@@ -95,21 +95,21 @@ def sandbox_env(job: dict, workdir: str, log: str) -> dict:
             "XDG_CONFIG_HOME": os.path.join(home, ".config"),
             "MPLBACKEND": "Agg",
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPATH": os.pathsep.join([job["site"], job["root"]]),
+            "PYTHONPATH": os.pathsep.join([job.site, job.root]),
             "HVDCOURSE_GRADING": "1",
             ENV: json.dumps(policy),
             "JUPYTER_PLATFORM_DIRS": "1",
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-            TOKEN_ENV: os.environ.get(TOKEN_ENV, ""),
-            "HVDCOURSE_CACHE": os.path.join(job["site"], "data"),
+            processes.TOKEN: os.environ.get(processes.TOKEN, ""),
+            "HVDCOURSE_CACHE": os.path.join(job.site, "data"),
         },
         base=base,
     )
 
 
-def prepare_site(job: dict) -> str:
+def prepare_site(job: Job) -> str:
     """The read-only folder of the sandbox's sitecustomize (audit hook) and the course kernel's spec."""
-    site, uid = job["site"], job.get("uid")
+    site, uid = job.site, job.uid
     os.makedirs(site, mode=0o755, exist_ok=True)
     with open(os.path.join(site, "sitecustomize.py"), "w") as fh:
         fh.write("from hvdcourse.course.grading import audit\naudit.install()\n")
@@ -120,13 +120,13 @@ def prepare_site(job: dict) -> str:
     spec = os.path.join(site, "kernels", KERNEL_NAME)
     os.makedirs(spec, exist_ok=True)
     kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    if job.get("bwrap"):  # its parent is bubblewrap's init, pid 1: not a sign that the runner ended
+    if job.bwrap:  # its parent is bubblewrap's init, pid 1: not a sign that the runner ended
         kernel.append("--IPKernelApp.parent_handle=0")
-    kernel = confine.command(job["limits"], uid, kernel, give="{connection_file}")
+    kernel = confine.command(job.limits, uid, kernel, give="{connection_file}")
     with open(os.path.join(spec, "kernel.json"), "w") as fh:
         json.dump(
             {
-                "argv": confined(job, job["sandbox"], kernel),
+                "argv": confined(job, job.sandbox, kernel),
                 "display_name": "Python 3 (course grader)",
                 "language": "python",
             },
@@ -154,16 +154,16 @@ def share_data(folder: str) -> None:
             os.chmod(os.path.join(folder, name), 0o644)
 
 
-def kernel_env(job: dict, sandbox: str, log: str) -> dict:
+def kernel_env(job: Job, sandbox: str, log: str) -> dict:
     """The kernel's environment (see :func:`sandbox_env`) and its output cap at startup."""
     env = sandbox_env(job, sandbox, log)
     startup = os.path.join(env["IPYTHONDIR"], "profile_default", "startup")
     os.makedirs(startup, exist_ok=True)
     with open(os.path.join(startup, "00-hvdcourse-output-cap.py"), "w") as fh:
         fh.write(
-            f"from hvdcourse.course.grading.kernel_side import cap_output\ncap_output({job['output_cap']})\n"
+            f"from hvdcourse.course.grading.kernel_side import cap_output\ncap_output({job.output_cap})\n"
         )
-    give(sandbox, job.get("uid"))
+    give(sandbox, job.uid)
     return env
 
 
@@ -208,17 +208,17 @@ def make_reachable(paths: list, stage: str) -> list:
     return covered
 
 
-def confined(job: dict, workdir: str, cmd: list) -> list:
+def confined(job: Job, workdir: str, cmd: list) -> list:
     """``cmd`` inside bubblewrap when the grader is not root (see :mod:`hvdcourse.course.grading.bwrap`)."""
-    sandbox = job.get("bwrap")
+    sandbox = job.bwrap
     if not sandbox:
         return cmd
-    return bwrap.command(job, workdir, cmd, exe=sandbox["exe"], hide=sandbox["hide"])
+    return bwrap.command(job.as_dict(), workdir, cmd, exe=sandbox["exe"], hide=sandbox["hide"])
 
 
-def killed_by(job: dict, returncode) -> int | None:
+def killed_by(job: Job, returncode) -> int | None:
     """The signal that ended a submission's process (bwrap exits with 128 + the signal)."""
-    if job.get("bwrap"):
+    if job.bwrap:
         return bwrap.exit_signal(returncode)
     return -returncode if returncode is not None and returncode < 0 else None
 
@@ -287,14 +287,14 @@ def _kernel_exit(client):
         return None
 
 
-def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
+def execute(job: Job, nb, log: str, stages: Stages | None = None) -> dict:
     """The notebook run: the cells in the course kernel; the report's status, cell errors and problem.
     ``stages`` gets the kernel's start, the cells and the kernel's stop."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    sandbox = job["sandbox"]
+    sandbox = job.sandbox
     report = {
-        "status": "ok",
+        "status": Status.OK,
         "errors": [],
         "results": [],
         "violations": [],
@@ -304,29 +304,24 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
     }
     env = kernel_env(job, sandbox, log)
     # the course kernel's spec, whatever the notebook names
-    os.environ["JUPYTER_PATH"] = job["site"]
-    os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(job["site"], "runtime")
+    os.environ["JUPYTER_PATH"] = job.site
+    os.environ["JUPYTER_RUNTIME_DIR"] = os.path.join(job.site, "runtime")
     client = _capped_client(
-        nb,
-        sandbox,
-        int(job["cell_timeout"]),
-        job["output_cap"],
-        job["site"],
-        ipc=bool(job.get("bwrap")),
+        nb, sandbox, int(job.cell_timeout), job.output_cap, job.site, ipc=bool(job.bwrap)
     )
-    deadline = time.monotonic() + job["timeout"]
+    deadline = time.monotonic() + job.timeout
     start, index = time.monotonic(), 0
     stages = stages or Stages()
     try:
         with client.setup_kernel(env=env, cwd=sandbox):
             stages.lap("kernel_start")
             for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code" or report["status"] == "output-cap":
+                if cell.cell_type != "code" or report["status"] == Status.OUTPUT_CAP:
                     continue
                 left = deadline - time.monotonic()
                 if left <= 1:
                     raise CellTimeoutError(f"no time left for cell {index + 1}")
-                client.timeout = max(1, int(min(job["cell_timeout"], left)))
+                client.timeout = max(1, int(min(job.cell_timeout, left)))
                 try:
                     client.execute_cell(cell, index)
                     stages.lap("cells")
@@ -340,9 +335,9 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
                     raise
                 except OutputCapExceeded:
                     stages.lap("cells")
-                    report["status"] = "output-cap"
+                    report["status"] = Status.OUTPUT_CAP
                     report["problem"] = (
-                        f"cell {index + 1} printed more than {job['output_cap'] // 1000} kB; it "
+                        f"cell {index + 1} printed more than {job.output_cap // 1000} kB; it "
                         "was interrupted and the cells after it were not run (the answers "
                         "it defines were still graded)"
                     )
@@ -359,10 +354,10 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
                             }
                         )
         capped = [e["cell"] for e in report["errors"] if e["ename"] == "OutputLimitExceeded"]
-        if capped and report["status"] == "ok":
-            report["status"] = "output-cap"
+        if capped and report["status"] == Status.OK:
+            report["status"] = Status.OUTPUT_CAP
             report["problem"] = (
-                f"cell {capped[0]} printed more than {job['output_cap'] // 1000} kB; its output "
+                f"cell {capped[0]} printed more than {job.output_cap // 1000} kB; its output "
                 "was cut there (the other cells ran and were graded)"
             )
         limited = [
@@ -373,20 +368,20 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
             or "Resource temporarily unavailable" in e["evalue"]
             or "can't start new thread" in e["evalue"]
         ]
-        if limited and report["status"] == "ok":
+        if limited and report["status"] == Status.OK:
             memory = limited[0]["ename"] == "MemoryError"
-            report["status"] = "memory-limit" if memory else "process-limit"
+            report["status"] = Status.MEMORY_LIMIT if memory else Status.PROCESS_LIMIT
             report["problem"] = (
                 f"cell {limited[0]['cell']} hit the grader's limit of "
                 + (
-                    f"{job['limits']['mem_mb']} MB of memory per process"
+                    f"{job.limits['mem_mb']} MB of memory per process"
                     if memory
-                    else f"{job['limits']['nproc']} processes and threads"
+                    else f"{job.limits['nproc']} processes and threads"
                 )
                 + " and was stopped there; the other cells ran"
             )
     except CellTimeoutError:
-        report["status"] = "timeout"
+        report["status"] = Status.TIMEOUT
         report["problem"] = (
             f"cell {index + 1} was still running after {client.timeout} s (an endless loop, or "
             "a rank waiting for another?); the kernel and everything it started were stopped"
@@ -394,14 +389,14 @@ def execute(job: dict, nb, log: str, stages: Stages | None = None) -> dict:
     except DeadKernelError as err:
         code = getattr(err, "exit_code", None)
         if killed_by(job, code) == signal.SIGXCPU:
-            report["status"] = "cpu-limit"
+            report["status"] = Status.CPU_LIMIT
             report["problem"] = (
-                f"the kernel used more than {job['limits']['cpu']} s of CPU time in cell "
+                f"the kernel used more than {job.limits['cpu']} s of CPU time in cell "
                 f"{index + 1} and was stopped (the grader's CPU limit); the cells after it were "
                 "not run"
             )
         else:
-            report["status"] = "kernel-died"
+            report["status"] = Status.KERNEL_DIED
             report["problem"] = (
                 f"the Python kernel died in cell {index + 1} (sys.exit/exit(), os._exit, a crash "
                 "or running out of memory); the cells after it were not run"
@@ -424,18 +419,18 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def stop_everything(job: dict) -> None:
+def stop_everything(job: Job) -> None:
     """Kill every process of the submission: by its user (root grader) and by its token."""
-    processes.kill_user(job.get("uid"))
-    processes.kill_tagged(os.environ.get(TOKEN_ENV, ""), spare=os.getpid())
+    processes.kill_user(job.uid)
+    processes.kill_tagged(os.environ.get(processes.TOKEN, ""), spare=os.getpid())
 
 
-def exercises_of(job: dict, extracted) -> list:
+def exercises_of(job: Job, extracted) -> list:
     """The notebook's exercises: from its metadata, else every exercise whose answers it defines."""
     from hvdcourse.course.exercises.checks import EXERCISES
 
-    if job["exercises"]:
-        return list(job["exercises"])
+    if job.exercises:
+        return list(job.exercises)
     return [
         e.id
         for e in EXERCISES.values()
@@ -460,9 +455,12 @@ def read_untrusted(path: str, limit: int = MAX_ANSWER_BYTES):
         os.close(fd)
 
 
-def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = None) -> None:
+def run_answers(
+    job: Job, nb, log: str, report: dict, stages: Stages | None = None, inputs: str = ""
+) -> None:
     """The answer run (see the module's docstring); fills ``static``, ``exercises``, ``answers``;
-    ``stages`` gets the answer process's start, imports, definitions, checks and stop."""
+    ``stages`` gets the answer process's start, imports, definitions, checks and stop; ``inputs``:
+    the grader's inputs (:func:`hvdcourse.course.grading.hidden.encode`), for the answer run's job."""
     from hvdcourse.course.exercises import replay
     from hvdcourse.course.exercises.checks import EXERCISES
     from hvdcourse.course.grading.extract import extract
@@ -484,7 +482,7 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
     )
     if not exercises:
         return
-    folder = job["answers_dir"]
+    folder = job.answers_dir
     os.makedirs(folder, exist_ok=True)
     cells = [
         (number, source, [(st.lineno, st.col_offset) for st in tree.body])
@@ -492,13 +490,13 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
     ]
     with open(os.path.join(folder, "job.json"), "w") as fh:
         # the grader's inputs (not its answer keys): the sandbox's user cannot read the keys
-        json.dump({"cells": cells, "exercises": exercises, "hidden": job.get("hidden", "")}, fh)
+        json.dump({"cells": cells, "exercises": exercises, "hidden": inputs}, fh)
     out = os.path.join(folder, "answers.json")
     env = sandbox_env(job, folder, log)
-    give(folder, job.get("uid"))
+    give(folder, job.uid)
     cmd = confine.command(
-        job["limits"],
-        job.get("uid"),
+        job.limits,
+        job.uid,
         [
             sys.executable,
             "-m",
@@ -510,18 +508,18 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
     cmd = confined(job, folder, cmd)
     # the 2-rank checks of notebooks graded at once take turns
     stages = stages or Stages()
-    held = take_rank_slot(job.get("rank_locks", []))
+    held = take_rank_slot(job.rank_locks)
     stages.lap("answers_prepare")  # the notebook's extraction, and a turn for the rank checks
     start = time.monotonic()
-    with held, open(os.path.join(job["private"], "answers.log"), "wb") as logfh:
+    with held, open(os.path.join(job.private, "answers.log"), "wb") as logfh:
         proc = subprocess.Popen(
             cmd, stdout=logfh, stderr=subprocess.STDOUT, env=env, cwd=folder, start_new_session=True
         )
         try:
-            proc.wait(timeout=job["check_timeout"])
+            proc.wait(timeout=job.check_timeout)
         except subprocess.TimeoutExpired:
             report["answer_problem"] = (
-                f"the checks of your answers did not finish within {job['check_timeout']:g} s "
+                f"the checks of your answers did not finish within {job.check_timeout:g} s "
                 "and were stopped"
             )
         finally:
@@ -530,7 +528,7 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
     report["check_seconds"] = round(time.monotonic() - start, 1)
     if killed_by(job, proc.returncode) == signal.SIGXCPU:
         report["answer_problem"] = (
-            f"the checks of your answers used more than {job['limits']['cpu']} s of CPU time"
+            f"the checks of your answers used more than {job.limits['cpu']} s of CPU time"
         )
     ended = time.time()
     try:
@@ -548,7 +546,7 @@ def run_answers(job: dict, nb, log: str, report: dict, stages: Stages | None = N
                 ):
                     stages.lap(f"answers_{stage}", stamp)
     except (OSError, ValueError) as err:
-        with open(os.path.join(job["private"], "answers.log"), "rb") as fh:
+        with open(os.path.join(job.private, "answers.log"), "rb") as fh:
             tail = fh.read()[-4000:].decode(errors="replace").strip().splitlines()[-1:]
         report.setdefault(
             "answer_problem",
@@ -621,74 +619,147 @@ def skip_slow_schema_formats() -> None:
     sys.modules.setdefault("rfc3987_syntax", None)
 
 
+@dataclasses.dataclass
+class Run:
+    """One submission on its way through the runner's :data:`STAGES`."""
+
+    job: Job
+    stages: Stages
+    report: Report
+    notes: list = dataclasses.field(default_factory=list)  # what was changed to run it
+    inputs: str = ""  # the grader's inputs for the answer run (never its answer keys)
+    hidden: list = dataclasses.field(default_factory=list)  # the folders hidden from it
+    log: str = ""  # the audit hook's violation log
+    nb: object = None  # the notebook as copied
+
+    @property
+    def submission(self) -> str:
+        return os.path.join(self.job.sandbox, "submission.ipynb")
+
+
+def copy_notebook(run: Run) -> None:
+    """Into the sandbox, as format 4 (before the submissions are hidden)."""
+    run.notes = convert(run.job.notebook, run.submission)
+
+
+def read_inputs(run: Run) -> None:
+    """The grader's inputs for the answer run (before the keys may be hidden)."""
+    run.inputs = hidden_inputs.encode(hidden_inputs.load())
+
+
+def copy_data(run: Run) -> None:
+    """MNIST into the sandbox's site (before /root may be covered by :func:`reach_python`)."""
+    share_data(os.path.join(run.job.site, "data"))
+
+
+def hide_denied(run: Run) -> None:
+    """The denied folders out of sight: tmpfs mounts here, or bubblewrap's own."""
+    job = run.job
+    run.hidden = hide(job.deny) if job.hide else []
+    if (job.bwrap or {}).get("hide"):
+        run.hidden = [d for d in job.deny if os.path.isdir(d)]
+
+
+def reach_python(run: Run) -> None:
+    """The interpreter and the course within the sandbox user's reach."""
+    job = run.job
+    if job.uid is not None:
+        make_reachable([sys.executable, sys.prefix, job.root], os.path.join(job.private, "reach"))
+
+
+def prepare(run: Run) -> None:
+    """The sandbox's site (audit hook, kernel spec) and the notebook, read."""
+    import nbformat
+
+    run.log = prepare_site(run.job)
+    run.nb = nbformat.read(run.submission, as_version=4)
+    run.stages.lap("prepare")
+
+
+def notebook_run(run: Run) -> None:
+    """The notebook's cells in the course kernel (see :func:`execute`)."""
+    import nbformat
+
+    cpu = children_cpu()
+    run.report = execute(run.job, nbformat.read(run.submission, as_version=4), run.log, run.stages)
+    run.report["notes"] = run.notes
+    run.report["cpu"] = {"notebook": round(children_cpu() - cpu, 1)}
+
+
+def answer_run(run: Run) -> None:
+    """The notebook's definitions, observed by the checks (see :func:`run_answers`)."""
+    cpu = children_cpu()
+    run_answers(run.job, run.nb, run.log, run.report, run.stages, run.inputs)
+    run.report["cpu"]["answers"] = round(children_cpu() - cpu, 1)
+
+
+# a submission's way through the runner, in order
+STAGES = (
+    copy_notebook,
+    read_inputs,
+    copy_data,
+    hide_denied,
+    reach_python,
+    prepare,
+    notebook_run,
+    answer_run,
+)
+
+
+def read_violations(run: Run) -> None:
+    """What the audit hook denied, each (kind, path) once; a log that is not its own says so."""
+    log = os.path.join(run.job.site, "violations.jsonl")
+    if not os.path.isfile(log):
+        return
+    seen = set()
+    try:
+        for line in open(log):
+            entry = json.loads(line)
+            key = (entry["kind"], entry["path"])
+            if key not in seen:
+                seen.add(key)
+                run.report["violations"].append(
+                    {k: str(entry.get(k, ""))[:300] for k in ("kind", "path", "event")}
+                )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        run.report["violations"].append(
+            {"kind": "tampered", "path": log, "event": "the violation log was edited"}
+        )
+
+
 def main(argv=None) -> int:
     began = time.time()
     skip_slow_schema_formats()
-    import nbformat
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--job", required=True, help="JSON file describing the job (written by the grader)"
     )
     args = parser.parse_args(argv)
-    with open(args.job) as fh:
-        job = json.load(fh)
+    job = Job.read(args.job)
     # the grader's stamp when it started this process
-    stages = Stages(job.get("started", began))
+    stages = Stages(job.started or began)
     stages.lap("runner_start", began)
     stages.lap("runner_imports")
-    submission = os.path.join(job["sandbox"], "submission.ipynb")
-    report = {"status": "not-run", "problem": "", "errors": [], "results": [], "violations": []}
-    hidden = []
+    run = Run(
+        job, stages, Report(status=Status.NOT_RUN, problem="", errors=[], results=[], violations=[])
+    )
     try:
-        notes = convert(job["notebook"], submission)  # before the submissions are hidden
-        job["hidden"] = hidden_inputs.encode(hidden_inputs.load())  # before the keys may be hidden
-        # before /root may be covered (make_reachable)
-        share_data(os.path.join(job["site"], "data"))
-        hidden = hide(job["deny"]) if job.get("hide") else []
-        if (job.get("bwrap") or {}).get("hide"):
-            hidden = [d for d in job["deny"] if os.path.isdir(d)]
-        if job.get("uid") is not None:
-            make_reachable(
-                [sys.executable, sys.prefix, job["root"]], os.path.join(job["private"], "reach")
-            )
-        log = prepare_site(job)
-        nb = nbformat.read(submission, as_version=4)
-        stages.lap("prepare")
-        cpu = children_cpu()
-        report = execute(job, nbformat.read(submission, as_version=4), log, stages)
-        report["notes"] = notes
-        report["cpu"] = {"notebook": round(children_cpu() - cpu, 1)}
-        cpu = children_cpu()
-        run_answers(job, nb, log, report, stages)
-        report["cpu"]["answers"] = round(children_cpu() - cpu, 1)
+        for stage in STAGES:
+            stage(run)
     except Exception as err:  # the notebook could not be run at all: say why, do not stop the batch
-        report.update(status="not-run", problem=f"{type(err).__name__}: {_first_line(err)}")
+        run.report.update(
+            status=Status.NOT_RUN, problem=f"{type(err).__name__}: {_first_line(err)}"
+        )
     finally:
         stop_everything(job)
-    log = os.path.join(job["site"], "violations.jsonl")
-    if os.path.isfile(log):
-        seen = set()
-        try:
-            for line in open(log):
-                entry = json.loads(line)
-                key = (entry["kind"], entry["path"])
-                if key not in seen:
-                    seen.add(key)
-                    report["violations"].append(
-                        {k: str(entry.get(k, ""))[:300] for k in ("kind", "path", "event")}
-                    )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            report["violations"].append(
-                {"kind": "tampered", "path": log, "event": "the violation log was edited"}
-            )
-    report["hidden"] = hidden
+    read_violations(run)
+    run.report["hidden"] = run.hidden
     stages.lap("runner_stop")
-    report["timing"] = stages.seconds
-    tmp = job["report"] + ".tmp"
+    run.report["timing"] = stages.seconds
+    tmp = job.report + ".tmp"
     with open(tmp, "w") as fh:
-        json.dump(report, fh)
-    os.replace(tmp, job["report"])
+        json.dump(run.report, fh)
+    os.replace(tmp, job.report)
     return 0
 
 
