@@ -111,7 +111,7 @@ def test_ex04_whole_vector_passing_is_correct_but_sends_too_much():
             passing = incoming
         return total
 
-    result = checks.ex04_ring(ring_allreduce, quiet=True)
+    result = checks.ex04_ring_allreduce(ring_allreduce, quiet=True)
     assert failed(result) == {"each rank sends 2(N-1)/N of the vector, as a ring should"}
 
 
@@ -130,7 +130,7 @@ def test_ex04_all_to_all_exchange_talks_to_non_neighbours():
             total += incoming
         return total
 
-    result = checks.ex04_ring(ring_allreduce, quiet=True)
+    result = checks.ex04_ring_allreduce(ring_allreduce, quiet=True)
     assert "messages only go to the right or left neighbour" in failed(result)
 
 
@@ -138,7 +138,7 @@ def test_ex04_collectives_are_switched_off_with_a_clear_hint():
     def ring_allreduce(comm, x):
         return comm.allreduce(x)
 
-    result = checks.ex04_ring(ring_allreduce, quiet=True)
+    result = checks.ex04_ring_allreduce(ring_allreduce, quiet=True)
     sum2 = finding(result, "on 2 ranks")
     assert "comm.allreduce is not available" in sum2.detail and "Sendrecv" in sum2.hint
 
@@ -149,5 +149,5 @@ def test_ex04_importing_the_course_reference_is_refused():
 
         return reference(comm, x)
 
-    result = checks.ex04_ring(ring_allreduce, quiet=True)
+    result = checks.ex04_ring_allreduce(ring_allreduce, quiet=True)
     assert "write the ring yourself" in finding(result, "on 2 ranks").hint

@@ -142,15 +142,15 @@ def test_ex10_an_unset_variable_like_the_seeds_mask_is_caught_by_shellcheck():
 
 
 def test_ex11_empty_dict_is_not_done():
-    assert checks.ex11_bugs({}, quiet=True).status == "not-done"
+    assert checks.ex11_find_the_bug({}, quiet=True).status == "not-done"
 
 
 def test_ex11_unknown_kind_is_explained():
-    assert "unknown kind(s) ['typo']" in checks.ex11_bugs({"typo": 3}, quiet=True).problem
+    assert "unknown kind(s) ['typo']" in checks.ex11_find_the_bug({"typo": 3}, quiet=True).problem
 
 
 def test_ex11_right_kind_on_the_wrong_line_is_not_counted():
-    result = checks.ex11_bugs({"unscaled-lr": 12, "undefined-name": 20}, quiet=True)
+    result = checks.ex11_find_the_bug({"unscaled-lr": 12, "undefined-name": 20}, quiet=True)
     assert result.score == 1
     assert "line [12] is not where" in finding(result, "finds 'unscaled-lr'").detail
 
@@ -171,11 +171,11 @@ def test_ex11_the_self_check_and_the_graders_key_agree_on_every_line():
     key = {"lines": keys.bug_answers()}
     for line in range(1, len(checks.buggy_script_lines()) + 1):
         for kind in checks.BUG_KINDS:
-            own = checks.ex11_bugs({kind: line}, quiet=True)
-            graded = checks.ex11_bugs({kind: line}, quiet=True, hidden=key)
+            own = checks.ex11_find_the_bug({kind: line}, quiet=True)
+            graded = checks.ex11_find_the_bug({kind: line}, quiet=True, hidden=key)
             assert [f.passed for f in own.findings] == [f.passed for f in graded.findings]
     right = {kind: lines[0] for kind, lines in keys.bug_answers().items()}
-    assert checks.ex11_bugs(right, quiet=True).score == len(right)
+    assert checks.ex11_find_the_bug(right, quiet=True).score == len(right)
 
 
 def test_ex11_the_learners_module_holds_no_line_of_the_key():

@@ -2,9 +2,11 @@
 
 * :mod:`~hvdcourse.course.exercises.markers` - the ``### BEGIN/END SOLUTION`` transform;
 * :mod:`~hvdcourse.course.exercises.generate` - ``make exercises`` (sources -> ``exercises/``, ``solutions/``);
-* :mod:`~hvdcourse.course.exercises.checks` - what learners call, e.g. ``checks.ex04_ring(ring_allreduce)``;
+* :mod:`~hvdcourse.course.exercises.checks` - what learners call, e.g. ``checks.ex04_ring_allreduce(ring_allreduce)``;
 * :mod:`~hvdcourse.course.exercises.harness` / :mod:`~hvdcourse.course.exercises.drivers` - running a learner's
-  function on 2 ranks and observing it.
+  function on 2 ranks and observing it; each group's rank side beside its checks:
+  :mod:`~hvdcourse.course.exercises.drivers_basic`, :mod:`~hvdcourse.course.exercises.drivers_training`,
+  :mod:`~hvdcourse.course.exercises.drivers_scale`, :mod:`~hvdcourse.course.exercises.drivers_torch`.
 
 The grader for instructors is :mod:`hvdcourse.course.grading.grader` (``hvdcourse-grade``).
 

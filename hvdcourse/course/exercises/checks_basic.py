@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdcourse.course.exercises import drivers
+from hvdcourse.course.exercises import drivers_basic
 from hvdcourse.course.exercises.common import Stop, call, fmt, require_function
 from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
 from hvdcourse.course.exercises.result import check
@@ -164,7 +164,7 @@ def ex02_global_mean(c, global_mean, timeout: float = 180, hidden=None):
     except (TypeError, ValueError):
         c.fail("runs", f"the ranks returned {outcome.values()!r:.80}, not numbers")
         raise Stop
-    parts = [drivers.local_values(r, lengths) for r in range(2)]
+    parts = [drivers_basic.local_values(r, lengths) for r in range(2)]
     everything = np.concatenate(parts)
     truth = float(everything.mean())
     mean_of_means = float(np.mean([p.mean() for p in parts]))
@@ -337,7 +337,7 @@ def _ring_run(c, fn, np_: int, length: int, timeout: float):
         "traffic": ("each rank sends 2(N-1)/N of the vector, as a ring should", 1),
     },
 )
-def ex04_ring(c, ring_allreduce, timeout: float = 180, hidden=None):
+def ex04_ring_allreduce(c, ring_allreduce, timeout: float = 180, hidden=None):
     """Exercise 4: ``ring_allreduce(comm, x)`` with point-to-point messages, on 2 then 4 ranks
     (``hidden``: the grader's own ``{"length": n}`` of the vectors, used instead of 3001)."""
     from hvdcourse.course.lessons.ring import ring_bytes_sent
@@ -349,7 +349,7 @@ def ex04_ring(c, ring_allreduce, timeout: float = 180, hidden=None):
         if outcome is None:
             c.fail(key, problem, hint)
             raise Stop
-        truth = np.sum([drivers.ring_input(r, length) for r in range(np_)], axis=0)
+        truth = np.sum([drivers_basic.ring_input(r, length) for r in range(np_)], axis=0)
         bad = [
             r
             for r, v in enumerate(outcome.values())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdcourse.course.exercises import drivers
+from hvdcourse.course.exercises import drivers_scale
 from hvdcourse.course.exercises.common import Stop, call, fmt, require_function
 from hvdcourse.course.exercises.harness import describe_failure, run_on_ranks
 from hvdcourse.course.exercises.result import check
@@ -46,13 +46,13 @@ def ex12_column_parallel(
     require_function(c, shard_columns, "shard_columns")
     require_function(c, column_parallel_linear, "column_parallel_linear")
     d_in, d_out, batch = 6, 8, 3
-    truth_inputs = drivers.column_inputs(d_in, d_out, batch)
+    truth_inputs = drivers_scale.column_inputs(d_in, d_out, batch)
     truth = truth_inputs[2] @ truth_inputs[0] + truth_inputs[1]
     wrong = None
     shard_cases = [(d_in, d_out, 2), (d_in, d_out, 4)]
     shard_cases += [tuple(case) for case in (hidden or {}).get("shards", ())]
     for d_in, d_out, size in shard_cases:
-        weight, bias, _ = drivers.column_inputs(d_in, d_out, batch)
+        weight, bias, _ = drivers_scale.column_inputs(d_in, d_out, batch)
         for r in range(size):
             got = call(c, shard_columns, weight.copy(), bias.copy(), r, size, name="shard_columns")
             cols = _columns(d_out, r, size)
@@ -268,7 +268,7 @@ def accumulation_steps(size: int, k: int, micro_batch: int, lr: float) -> dict:
     ``large`` (one step of the k-times larger batch over all ranks: the goal), ``k_lr`` (the same with
     k times the rate: summed gradients), ``local`` (per rank, without the allreduce) and ``plain``
     (no accumulation: a step after every batch)."""
-    parts = [drivers.accumulation_inputs(r, k * micro_batch) for r in range(size)]
+    parts = [drivers_scale.accumulation_inputs(r, k * micro_batch) for r in range(size)]
     kernel, bias = parts[0][2].astype(np.float64).ravel(), parts[0][3].astype(np.float64)
     start = np.concatenate([kernel, bias])
 

@@ -507,7 +507,7 @@ def show_buggy_script() -> None:
     "Find the bugs in a Horovod script",
     {kind: (f"finds '{kind}'", 1) for kind in BUG_KINDS},
 )
-def ex11_bugs(c, bugs, hidden=None):
+def ex11_find_the_bug(c, bugs, hidden=None):
     """Exercise 11: ``bugs = {kind: line number}`` for the mistakes of the buggy script (``hidden``:
     the grader's key, ``{"lines": {kind: [line numbers]}}``; without it, the salted digests)."""
     key = (hidden or {}).get("lines")

@@ -2,7 +2,7 @@
 Horovod, and DDP).
 
 It runs the learner's function on 2 ranks through :mod:`hvdcourse.course.exercises.harness` with
-the trusted driver :func:`hvdcourse.course.exercises.drivers.torch_conversion`, and judges what the
+the trusted driver :func:`hvdcourse.course.exercises.drivers_torch.torch_conversion`, and judges what the
 driver observed on each rank, never what the code says about itself. The feedback names the rank
 that went wrong and what it held, compared with rank 0 or with the checkpoint rank 0 restored.
 """

@@ -187,7 +187,7 @@ def _warmup_hint(error):
         "averaged": ("gradients are averaged over the ranks (identical weights)", 1),
     },
 )
-def ex06_warmup(c, optimizer_and_warmup, timeout: float = 300):
+def ex06_lr_warmup(c, optimizer_and_warmup, timeout: float = 300):
     """Exercise 6: ``optimizer_and_warmup(hvd, base_lr, warmup_epochs, steps_per_epoch) -> (opt, callbacks)``,
     SGD with momentum: the linear rule, :func:`hvdcourse.examples.training.scaled_lr` with ``"sgd"``."""
     base, size = WARMUP["base_lr"], 2
@@ -294,7 +294,7 @@ def ex06_warmup(c, optimizer_and_warmup, timeout: float = 300):
         "checkpoint": ("rank 0 writes a checkpoint into checkpoint_dir", 1),
     },
 )
-def ex07_callbacks(c, distributed_callbacks, timeout: float = 300):
+def ex07_rank0_checkpoints(c, distributed_callbacks, timeout: float = 300):
     """Exercise 7: ``distributed_callbacks(hvd, checkpoint_dir) -> list`` of Keras callbacks."""
     require_function(c, distributed_callbacks, "distributed_callbacks")
     outcome = _run_or_stop(
