@@ -33,6 +33,7 @@ PAGES += [
     "book/instructor_guide.md",
     "book/conversion_further.md",
     "book/performance_further.md",
+    "book/model_parallel_further.md",
     "book/errata.md",
 ]
 
