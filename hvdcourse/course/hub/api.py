@@ -77,9 +77,9 @@ class Hub:
             raise RunFailed(f"the hub refused the list of users ({status}): {body}")
         return {user["name"]: user for user in body}
 
-    def start(self, name: str) -> int:
+    def start(self, name: str, timeout: float = 30) -> int:
         """Ask for ``name``'s server: 201 (started), 202 (starting) or 400 (already running)."""
-        status, body = self.call("POST", f"/hub/api/users/{name}/server", timeout=30)
+        status, body = self.call("POST", f"/hub/api/users/{name}/server", timeout=timeout)
         if status not in (201, 202, 400):
             raise RunFailed(f"the hub did not start {name}'s server ({status}): {body}")
         return status
