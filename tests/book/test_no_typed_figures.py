@@ -34,6 +34,7 @@ PAGES += [
     "book/conversion_further.md",
     "book/performance_further.md",
     "book/model_parallel_further.md",
+    "book/ray_train_further.md",
     "book/errata.md",
 ]
 
