@@ -199,3 +199,14 @@ def test_trace_after_reduce_scatter_rank_r_owns_chunk_r_plus_1():
     for rank in range(size):
         complete = [c for c, who in enumerate(table[rank]) if len(who) == size]
         assert complete == [(rank + 1) % size]
+
+
+@pytest.mark.parametrize("name", ["ring", "parameter server", "binomial tree"])
+def test_the_fit_finds_the_alpha_and_beta_that_made_the_times(name):
+    cost = ring.ALGORITHMS[name]
+    sizes = [4096 * 4**k for k in range(6)] * 3
+    workers = [2] * 6 + [3] * 6 + [4] * 6
+    times = [cost(n, w, 30e-6, 1 / 2e9) for n, w in zip(sizes, workers)]
+    fit = ring.fit_alpha_beta(cost, sizes, workers, times)
+    assert fit["alpha"] == pytest.approx(30e-6) and fit["beta"] == pytest.approx(1 / 2e9)
+    assert fit["median_relative_error"] < 1e-9

@@ -24,7 +24,7 @@ def test_small_messages_are_timed_in_batches_large_ones_alone():
 
 
 @pytest.mark.parametrize(
-    "launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring"]), ("gloo", ["hvd"])]
+    "launcher,impls", [("mpirun", ["mpi4py", "mpi4py-inplace", "ring", "ps"]), ("gloo", ["hvd"])]
 )
 def test_every_implementation_sums_correctly_on_2_ranks(launcher, impls):
     args = [a for impl in impls for a in ("--impl", impl)]

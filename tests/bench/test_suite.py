@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from conftest import ROOT
 from hvdcourse.course.bench.suite import (
     Config,
     QUICK,
@@ -79,10 +80,19 @@ def quick_suite(tmp_path_factory):
 
 def test_quick_suite_writes_every_file_with_the_machine(quick_suite):
     out, _ = quick_suite
-    for name in ("throughput", "tuning", "allreduce", "monitor", "frameworks"):
+    for name in ("throughput", "tuning", "allreduce", "monitor", "frameworks", "ps_ring"):
         with open(os.path.join(out, f"{name}.json")) as fh:
             doc = json.load(fh)
         assert doc["machine"]["logical_cores"] >= 1 and "load_average_1_5_15min" in doc["machine"]
+
+
+def test_quick_suite_writes_the_parameter_server_record_as_lesson_03_reads_it(quick_suite):
+    _, docs = quick_suite
+    with open(os.path.join(ROOT, "book", "data", "bench", "ps_ring.json")) as fh:
+        recorded = json.load(fh)
+    assert set(docs["ps_ring"]) == set(recorded)  # the committed record has what the code writes
+    assert all(d["correct"] for d in docs["ps_ring"]["results"])
+    assert {d["impl"] for d in docs["ps_ring"]["results"]} == {"ps", "ring"}
 
 
 def test_quick_suite_measures_every_main_run_it_lists(quick_suite):

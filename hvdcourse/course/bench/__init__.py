@@ -6,6 +6,8 @@
   MultiWorkerMirroredStrategy), timed after warm-up between barriers, median of repeats;
 * :mod:`hvdcourse.course.bench.torch_throughput` - the same for PyTorch: plain, with Horovod, with DDP;
 * :mod:`hvdcourse.course.bench.allreduce` - allreduce bus bandwidth from 4 KB to 64 MB;
+* :mod:`hvdcourse.course.bench.ps_ring` - a parameter-server step, the course's ring and
+  ``hvd.allreduce`` timed on 2-4 ranks, with the alpha-beta model fitted to them;
 * what the numbers were measured on, and its memory-copy bandwidth, comes from
   :mod:`hvdcourse.runtime.machine` (shared with the grader, the book and the lessons);
 * :mod:`hvdcourse.course.bench.monitor` - CPU and memory sampled with psutil while a run trains;

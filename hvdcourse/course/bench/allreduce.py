@@ -7,7 +7,10 @@ Times one allreduce of a float32 buffer per size, for each implementation named 
   buffer into another like ``hvd.allreduce`` (which writes into a new output tensor);
 * ``mpi4py-inplace``: the same with ``MPI.IN_PLACE``: the result overwrites the input, which saves the
   MPI library the copy of the input into the output that an out-of-place allreduce starts with;
-* ``ring``: the course's ring allreduce, :func:`hvdcourse.course.lessons.ring.ring_allreduce`, over mpi4py.
+* ``ring``: the course's ring allreduce, :func:`hvdcourse.course.lessons.ring.ring_allreduce`, over mpi4py;
+* ``ps``: a parameter-server step over mpi4py,
+  :func:`hvdcourse.course.lessons.parameter_server.parameter_server_allreduce`: rank 0 is the server
+  and sums the other ranks' buffers (N - 1 workers), then sends the sum back to each.
 
 Reported as *bus bandwidth*, ``2 (N - 1) / N x bytes / time``: a ring allreduce moves that many
 bytes through each rank's link, so bus bandwidth compares directly with a link's (here: memory's)
@@ -25,7 +28,7 @@ import statistics
 import sys
 import time
 
-IMPLS = ("hvd", "mpi4py", "mpi4py-inplace", "ring")
+IMPLS = ("hvd", "mpi4py", "mpi4py-inplace", "ring", "ps")
 KIB = 1024
 
 
@@ -93,6 +96,10 @@ class _Impl:
         # the sums grow to inf over the repeats: same speed on x86
         if self.name == "mpi4py-inplace":
             return lambda: self.comm.Allreduce(self.mpi.IN_PLACE, data, op=self.mpi.SUM)
+        if self.name == "ps":
+            from hvdcourse.course.lessons.parameter_server import parameter_server_allreduce
+
+            return lambda: parameter_server_allreduce(self.comm, data)
         from hvdcourse.course.lessons.ring import ring_allreduce
 
         return lambda: ring_allreduce(self.comm, data)
@@ -113,17 +120,22 @@ class _Impl:
             out = data.copy()
             self.comm.Allreduce(self.mpi.IN_PLACE, out, op=self.mpi.SUM)
             return out
+        if self.name == "ps":
+            from hvdcourse.course.lessons.parameter_server import parameter_server_allreduce
+
+            return parameter_server_allreduce(self.comm, data)
         from hvdcourse.course.lessons.ring import ring_allreduce
 
         return np.asarray(ring_allreduce(self.comm, data.copy()))
 
     def check(self, count: int = 1000) -> bool:
         """Every rank contributes rank+1: the sum must be 1 + 2 + ... + N everywhere (a fast wrong answer
-        is not a result)."""
+        is not a result); without the server's 1 for ``ps``, whose server contributes nothing."""
         import numpy as np
 
         data = np.full(count, self.rank + 1, dtype=np.float32)
-        return bool(np.allclose(self.allreduce_once(data), self.size * (self.size + 1) / 2))
+        expected = self.size * (self.size + 1) / 2 - (1 if self.name == "ps" else 0)
+        return bool(np.allclose(self.allreduce_once(data), expected))
 
 
 def measure(impl: _Impl, sizes: list, repeats: int, budget_bytes: int) -> list:

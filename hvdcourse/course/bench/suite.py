@@ -18,7 +18,9 @@
 * ``ray.json``: the source benchmark's three tables rerun (:mod:`hvdcourse.course.bench.side_by_side`):
   training time, test accuracy and images/s of Horovod, the framework's own strategy (MWMS, DDP) and
   Ray Train, Keras and PyTorch, at 1 and 2 workers, batch 32 and 128, training runs of the learner
-  scripts (2 epochs of at most 30 steps); and Ray Train at 2 workers as a ratio beside each peer.
+  scripts (2 epochs of at most 30 steps); and Ray Train at 2 workers as a ratio beside each peer;
+* ``ps_ring.json``: a parameter-server step, the course's ring and ``hvd.allreduce`` timed on 2, 3 and
+  4 ranks over message sizes (:mod:`hvdcourse.course.bench.ps_ring`), for lesson 03's alpha-beta fit.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
 goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
@@ -37,12 +39,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hvdcourse.course.bench import results, side_by_side
+from hvdcourse.course.bench import ps_ring, results, side_by_side
 from hvdcourse.runtime import machine
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
-PARTS = ("main", "tuning", "allreduce", "frameworks", "ray")
+PARTS = ("main", "tuning", "allreduce", "frameworks", "ray", "ps_ring")
 # modes measured by hvdcourse.course.bench.torch_throughput (the others by ...bench.throughput)
 TORCH_MODES = ("torch", "torch-hvd", "ddp")
 BATCH = 256  # per-rank batch of the main comparison (the batch sweep shows why)
@@ -710,6 +712,9 @@ def run_suite(
         for title, table in side_by_side.tables(docs["ray"]):
             log(f"{title}\n{table.to_string()}")
         log(side_by_side.ratio_table(docs["ray"]).to_string())
+    if "ps_ring" in parts:
+        log("ps_ring: parameter server, ring and hvd.allreduce on 2-4 ranks")
+        docs["ps_ring"] = {**header, **ps_ring.measure(settings.quick, settings.timeout, log)}
     status = results.targets(docs.get("throughput"), docs.get("allreduce"))
     if "throughput" in docs:
         docs["throughput"]["targets"] = status

@@ -29,6 +29,9 @@ examples layers, never the course's commands or services.
   (lesson: Why distributed training).
 * :mod:`~hvdcourse.course.lessons.model_parallel`: Model parallelism written by hand with NumPy and
   mpi4py (lesson: Model parallelism by hand).
+* :mod:`~hvdcourse.course.lessons.parameter_server`: A parameter-server step written with mpi4py,
+  and asynchronous SGD with stale gradients, simulated (lesson: Parameter servers and
+  ring-allreduce).
 * :mod:`~hvdcourse.course.lessons.ring`: Ring-allreduce written with mpi4py, and the alpha-beta cost
   of allreduce algorithms (lesson: Parameter servers and ring-allreduce).
 * :mod:`~hvdcourse.course.lessons.ring_figure`: The ring allreduce step by step, drawn from

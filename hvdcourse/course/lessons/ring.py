@@ -300,6 +300,31 @@ def cost_table(
     }
 
 
+def fit_alpha_beta(cost, n_bytes: Sequence, workers: Sequence, seconds: Sequence) -> dict:
+    """The alpha and beta for which ``cost`` (a function of this module) best matches measured times.
+
+    Every cost model here is linear in alpha and beta: ``cost(n, N, alpha, beta) = a alpha + b beta``
+    with ``a = cost(n, N, 1, 0)`` and ``b = cost(n, N, 0, 1)``. Least squares on the relative errors
+    ``(model - measured) / measured``, so that a 4 KiB and a 16 MiB message count alike, with alpha
+    and beta kept >= 0. Returns ``alpha`` (s), ``beta`` (s/byte) and ``median_relative_error``.
+    """
+    from scipy.optimize import nnls
+
+    t = np.asarray(seconds, dtype=float)
+    if len(t) < 2 or not (len(t) == len(n_bytes) == len(workers)) or (t <= 0).any():
+        raise ValueError("need at least 2 measured times, all > 0, one per message size and N")
+    design = np.array(
+        [[cost(n, int(w), 1.0, 0.0), cost(n, int(w), 0.0, 1.0)] for n, w in zip(n_bytes, workers)]
+    )
+    (alpha, beta), _ = nnls(design / t[:, None], np.ones_like(t))
+    model = design @ [alpha, beta]
+    return {
+        "alpha": float(alpha),
+        "beta": float(beta),
+        "median_relative_error": float(np.median(np.abs(model - t) / t)),
+    }
+
+
 def _check(workers: int) -> None:
     if workers < 1:
         raise ValueError(f"need at least one worker, got {workers}")
