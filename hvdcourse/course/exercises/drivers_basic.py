@@ -65,14 +65,7 @@ class RingComm:
             method = getattr(self._comm, name)
 
             def sending(*args, **kwargs):
-                buf = (
-                    args[0]
-                    if args
-                    else next(
-                        (kwargs[k] for k in ("sendbuf", "buf", "obj", "sendobj") if k in kwargs),
-                        None,
-                    )
-                )
+                buf = sent_buffer(args, kwargs, ("sendbuf", "buf", "obj", "sendobj"))
                 dest = args[1] if len(args) > 1 else kwargs.get("dest")
                 self.sent.append((int(dest), message_bytes(buf)))
                 return method(*args, **kwargs)
@@ -82,6 +75,11 @@ class RingComm:
             f"comm.{name} is not available in this exercise: build the allreduce from "
             "point-to-point messages (Sendrecv, or Send and Recv) between ring neighbours"
         )
+
+
+def sent_buffer(args: tuple, kwargs: dict, names: tuple):
+    """What a communicator call sends: its first argument, else the first of the keywords ``names``."""
+    return args[0] if args else next((kwargs[k] for k in names if k in kwargs), None)
 
 
 def message_bytes(buf) -> int:

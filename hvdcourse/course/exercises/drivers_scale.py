@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdcourse.course.exercises.drivers_basic import message_bytes
+from hvdcourse.course.exercises.drivers_basic import message_bytes, sent_buffer
 from hvdcourse.course.exercises.drivers_training import is_distributed, keras_hvd
 
 
@@ -31,13 +31,7 @@ class CollectiveComm:
             method = getattr(self._comm, name)
 
             def gathering(*args, **kwargs):
-                buf = (
-                    args[0]
-                    if args
-                    else next(
-                        (kwargs[k] for k in ("sendbuf", "sendobj", "obj") if k in kwargs), None
-                    )
-                )
+                buf = sent_buffer(args, kwargs, ("sendbuf", "sendobj", "obj"))
                 self.calls.append((name, message_bytes(buf)))
                 return method(*args, **kwargs)
 
