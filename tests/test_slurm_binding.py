@@ -143,3 +143,75 @@ def test_cpu_bind_verbose_lines_match_the_masks_computed_for_lumi():
         for r, m in enumerate(masks)
     )
     assert [t["mask"] for t in binding.parse_cpu_bind_verbose(text)] == masks
+
+
+# A node of two sockets, one NUMA domain each, 2 cores of 2 hardware threads per socket, as
+# `numactl -H`, `lscpu | grep NUMA` and `lstopo-no-graphics --no-io -c` (hwloc 2.9) print it.
+TWO_SOCKET_NUMACTL = """available: 2 nodes (0-1)
+node 0 cpus: 0 1 4 5
+node 0 size: 64305 MB
+node 0 free: 60113 MB
+node 1 cpus: 2 3 6 7
+node 1 size: 64507 MB
+node 1 free: 61020 MB
+node distances:
+node   0   1
+  0:  10  21
+  1:  21  10
+"""
+TWO_SOCKET_LSCPU = """NUMA node(s):                2
+NUMA node0 CPU(s):           0,1,4,5
+NUMA node1 CPU(s):           2,3,6,7
+"""
+TWO_SOCKET_LSTOPO = """Machine (126GB total) cpuset=0x000000ff
+  Package L#0 cpuset=0x00000033
+    NUMANode L#0 (P#0 63GB) cpuset=0x00000033
+    L3 L#0 (16MB) cpuset=0x00000033
+      L2 L#0 (1024KB) + L1d L#0 (32KB) + L1i L#0 (32KB) + Core L#0 cpuset=0x00000011
+        PU L#0 (P#0) cpuset=0x00000001
+        PU L#1 (P#4) cpuset=0x00000010
+      L2 L#1 (1024KB) + L1d L#1 (32KB) + L1i L#1 (32KB) + Core L#1 cpuset=0x00000022
+        PU L#2 (P#1) cpuset=0x00000002
+        PU L#3 (P#5) cpuset=0x00000020
+  Package L#1 cpuset=0x000000cc
+    NUMANode L#1 (P#1 63GB) cpuset=0x000000cc
+    L3 L#1 (16MB) cpuset=0x000000cc
+      L2 L#2 (1024KB) + L1d L#2 (32KB) + L1i L#2 (32KB) + Core L#2 cpuset=0x00000044
+        PU L#4 (P#2) cpuset=0x00000004
+        PU L#5 (P#6) cpuset=0x00000040
+      L2 L#3 (1024KB) + L1d L#3 (32KB) + L1i L#3 (32KB) + Core L#3 cpuset=0x00000088
+        PU L#6 (P#3) cpuset=0x00000008
+        PU L#7 (P#7) cpuset=0x00000080
+"""
+
+
+def test_lscpu_numactl_and_lstopo_give_the_same_numa_map():
+    expected = {0: [0, 1, 4, 5], 1: [2, 3, 6, 7]}
+    assert binding.parse_numactl_numa(TWO_SOCKET_NUMACTL) == expected
+    assert binding.parse_lscpu_numa(TWO_SOCKET_LSCPU) == expected
+    assert binding.lstopo_numa(TWO_SOCKET_LSTOPO) == expected
+
+
+def test_numactl_memory_is_read_per_numa_domain():
+    assert binding.parse_numactl_memory(TWO_SOCKET_NUMACTL) == {0: 64305, 1: 64507}
+
+
+def test_lstopo_cpusets_give_the_caches_and_cores_of_joined_lines():
+    objects = binding.parse_lstopo_cpusets(TWO_SOCKET_LSTOPO)
+    assert objects["L3"] == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert objects["Core"] == [[0, 4], [1, 5], [2, 6], [3, 7]] == objects["L2"]
+    assert len(objects["PU"]) == 8
+
+
+def test_hwloc_cpuset_of_several_words_is_one_mask():
+    assert binding.parse_hwloc_cpuset("0x00000003") == 0x3
+    assert binding.parse_hwloc_cpuset("0x0000000f,0x00000001") == 0xF00000001
+
+
+def test_cpu_lists_as_linux_writes_them_expand_ranges():
+    assert binding.parse_cpu_list("0-3,8,10-11\n") == [0, 1, 2, 3, 8, 10, 11]
+
+
+def test_check_masks_names_ranks_when_asked():
+    problems = binding.check_masks([0x1, 0x1], {0: 0, 1: 0}, {0: [0, 1]}, unit="rank")
+    assert problems == ["rank 1: core 0 is also in the mask of rank 0"]

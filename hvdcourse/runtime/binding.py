@@ -170,16 +170,23 @@ def expand_like_bash(text: str, variables: dict | None = None) -> str:
     )
 
 
+def parse_cpu_list(text: str) -> list:
+    """A CPU list as Linux writes it (``lscpu``, ``Cpus_allowed_list`` in ``/proc/PID/status``,
+    ``taskset -c``): ``"0-3,8,10-11"`` -> [0, 1, 2, 3, 8, 10, 11]."""
+    cpus = []
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 def parse_lscpu_numa(text: str) -> dict:
     """``lscpu`` lines ``NUMA node3 CPU(s): 48-63,112-127`` -> {3: [48, ..., 63, 112, ..., 127]}."""
-    numa = {}
-    for node, cpus in re.findall(r"NUMA node(\d+) CPU\(s\):\s*([\d,\-]+)", text):
-        cores = []
-        for part in cpus.split(","):
-            low, _, high = part.partition("-")
-            cores.extend(range(int(low), int(high or low) + 1))
-        numa[int(node)] = cores
-    return numa
+    return {
+        int(node): parse_cpu_list(cpus)
+        for node, cpus in re.findall(r"NUMA node(\d+) CPU\(s\):\s*([\d,\-]+)", text)
+    }
 
 
 def parse_gpu_numa(text: str) -> dict:
@@ -190,34 +197,92 @@ def parse_gpu_numa(text: str) -> dict:
     }
 
 
-def check_masks(mask_list, gpu_numa: dict, numa_cpus: dict, reserved=()) -> list:
+def parse_numactl_numa(text: str) -> dict:
+    """``numactl -H`` lines ``node 1 cpus: 16 17 18`` -> {1: [16, 17, 18]} (a domain of memory
+    only, ``node 2 cpus:`` with nothing after it, gives [])."""
+    return {
+        int(node): [int(cpu) for cpu in cpus.split()]
+        for node, cpus in re.findall(r"^node (\d+) cpus:[ \t]*([\d \t]*)$", text, re.M)
+    }
+
+
+def parse_numactl_memory(text: str) -> dict:
+    """``numactl -H`` lines ``node 0 size: 24105 MB`` -> {0: 24105} (MB of memory per domain)."""
+    return {
+        int(node): int(mb) for node, mb in re.findall(r"^node (\d+) size: (\d+) MB", text, re.M)
+    }
+
+
+_LSTOPO_LINE = re.compile(
+    r"^\s*(?P<objects>\S.*?)\s+cpuset=(?P<cpuset>0x[0-9a-fA-F]+(?:,0x[0-9a-fA-F]+)*)\s*$"
+)
+
+
+def parse_hwloc_cpuset(text: str) -> int:
+    """hwloc's CPU set ``0x00000003`` or ``0x0000000f,0xffffffff`` (32-bit words, highest first)
+    -> the mask as an int (3, 0xfffffffff): the same bits as Slurm's ``mask_cpu``."""
+    words = text.strip().split(",")
+    return int("".join(w[2:].rjust(8, "0") if i else w[2:] for i, w in enumerate(words)), 16)
+
+
+def parse_lstopo_cpusets(text: str) -> dict:
+    """The objects of ``lstopo-no-graphics -c`` (``--cpuset``: every line ends ``cpuset=0x...``)
+    by type, each as the list of CPUs it holds, in the order printed:
+    ``{"Package": [[0, 1]], "NUMANode": [[0, 1]], "L3": [[0, 1]], "Core": [[0], [1]], "PU": ...}``.
+    A line that joins objects with `` + `` (they share one CPU set) counts for each of them."""
+    objects: dict = {}
+    for line in text.splitlines():
+        match = _LSTOPO_LINE.match(line)
+        if not match:
+            continue
+        cpus = cores_of(parse_hwloc_cpuset(match["cpuset"]))
+        for obj in match["objects"].split(" + "):
+            objects.setdefault(obj.split()[0], []).append(cpus)
+    return objects
+
+
+def lstopo_numa(text: str) -> dict:
+    """The NUMA domains of ``lstopo-no-graphics -c`` as {OS number (``P#``): CPUs}, the form of
+    :func:`parse_lscpu_numa` and :func:`parse_numactl_numa`."""
+    numa = {}
+    for line in text.splitlines():
+        found = re.search(r"NUMANode L#\d+ \(P#(\d+)[^)]*\) cpuset=(0x[0-9a-fA-F,x]+)", line)
+        if found:
+            numa[int(found[1])] = cores_of(parse_hwloc_cpuset(found[2]))
+    return numa
+
+
+def check_masks(mask_list, gpu_numa: dict, numa_cpus: dict, reserved=(), unit: str = "GPU") -> list:
     """Problems of ``mask_list`` (mask i for GPU i) against a node's NUMA map; [] if none.
 
     Checks that every mask is non-empty, stays inside its GPU's NUMA domain, avoids reserved
-    cores and does not overlap another rank's mask.
+    cores and does not overlap another rank's mask. ``unit`` names what mask i belongs to in the
+    messages ("GPU"; "rank" for CPU-only ranks, where ``gpu_numa`` maps rank i to its domain).
     """
     problems = []
     if len(mask_list) != len(gpu_numa):
-        problems.append(f"{len(mask_list)} masks for {len(gpu_numa)} GPUs")
+        problems.append(f"{len(mask_list)} masks for {len(gpu_numa)} {unit}s")
     seen: dict = {}
     for gpu, mask in enumerate(mask_list):
         cores = cores_of(mask)
         if not cores:
-            problems.append(f"GPU {gpu}: mask {hex(mask)} selects no core at all")
+            problems.append(f"{unit} {gpu}: mask {hex(mask)} selects no core at all")
             continue
         numa = gpu_numa.get(gpu)
         outside = [c for c in cores if numa is None or c not in numa_cpus.get(numa, ())]
         if outside:
             problems.append(
-                f"GPU {gpu} (NUMA {numa}): mask {hex(mask)} uses cores {_ranges(outside)} "
+                f"{unit} {gpu} (NUMA {numa}): mask {hex(mask)} uses cores {_ranges(outside)} "
                 f"outside its NUMA domain"
             )
         bad = [c for c in cores if c in reserved]
         if bad:
-            problems.append(f"GPU {gpu}: mask {hex(mask)} uses reserved cores {_ranges(bad)}")
+            problems.append(f"{unit} {gpu}: mask {hex(mask)} uses reserved cores {_ranges(bad)}")
         for core in cores:
             if core in seen:
-                problems.append(f"GPU {gpu}: core {core} is also in the mask of GPU {seen[core]}")
+                problems.append(
+                    f"{unit} {gpu}: core {core} is also in the mask of {unit} {seen[core]}"
+                )
                 break
         for core in cores:
             seen.setdefault(core, gpu)
