@@ -16,6 +16,8 @@ examples layers, never the course's commands or services.
   Horovod: going further", run once and recorded.
 * :mod:`~hvdcourse.course.lessons.dp_scale`: Data parallelism at scale, measured on 2 ranks with
   Horovod and Keras (lesson: Data parallelism at scale).
+* :mod:`~hvdcourse.course.lessons.eb_lmod`: EasyBuild and Lmod run on this machine: recipes, a dry
+  run and a module file for the course's venv (lesson: Installing Horovod).
 * :mod:`~hvdcourse.course.lessons.fault_compare`: One worker killed, three ways: plain Horovod,
   Horovod Elastic and Ray Train side by side (lesson: Horovod and Ray Train, side by side).
 * :mod:`~hvdcourse.course.lessons.faults`: Inject a fault into one rank of a training run (lesson:
@@ -29,6 +31,8 @@ examples layers, never the course's commands or services.
   (lesson: Why distributed training).
 * :mod:`~hvdcourse.course.lessons.model_parallel`: Model parallelism written by hand with NumPy and
   mpi4py (lesson: Model parallelism by hand).
+* :mod:`~hvdcourse.course.lessons.output`: What a lesson page prints of a run or a command: ``show``
+  and ``sh``, imported by the pages' setup cells.
 * :mod:`~hvdcourse.course.lessons.parameter_server`: A parameter-server step written with mpi4py,
   and asynchronous SGD with stale gradients, simulated (lesson: Parameter servers and
   ring-allreduce).
