@@ -118,6 +118,9 @@ CONSTANTS = {
     "book/errata.md": {"24 GB", "32 GB"},
     # the memory to give a container's Linux VM (a recommendation)
     "book/setup.md": {"8 GB"},
+    # the class hub's settings: the time each learner's server gets to answer (hubconfig.py's
+    # start_timeout and http_timeout) and JupyterHub's default for it, which it replaces
+    "book/instructor_guide.md": {"300 s", "90 s"},
 }
 
 
