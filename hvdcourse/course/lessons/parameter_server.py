@@ -6,7 +6,7 @@ pushes its gradient to one server rank, the server sums them and sends the sum b
 of it goes through the server's link, one message at a time: 2W messages of n bytes for W workers,
 the ``parameter_server_time`` of :mod:`hvdcourse.course.lessons.ring` (W = N - 1 workers on N ranks).
 
-:func:`stale_sgd` simulates what a parameter server also allows and seed 003 warns about:
+:func:`stale_sgd` simulates what a parameter server also allows and the Introduction to Horovod slides warn about:
 asynchronous SGD, where a worker's gradient reaches the server after other workers' updates, so
 it was computed on weights ``delay`` updates old. Softmax regression on MNIST, NumPy only; delay 0 is
 synchronous SGD.
