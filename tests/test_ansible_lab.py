@@ -1,11 +1,14 @@
 """ansible/site.yml: the course lab from one playbook, run twice against this machine.
 
-The inventory has two hosts on a local connection, ``head`` (NFS server, JupyterLab, Prometheus,
+The inventory has two hosts on a local connection, ``head`` (NFS server, the class hub, Prometheus,
 2 slots) and ``node1`` (1 slot), each with its own ``lab_prefix`` in a temporary folder, so that the
 playbook writes nothing outside it: the checkout (cloned from this repository's HEAD), the shared
 folder, the hostfile, the configuration and service files all live there. ``make env`` runs in each
 checkout against the venv running this test (a warm venv: "environment up to date"). No apt task
-runs (``lab_install_packages: false``) and the lab is started without systemd (``supervised``).
+runs (``lab_install_packages: false``). The class hub (roles/hub: the same command as ``make hub``)
+starts for a roster of one new learner account, with its home in a temporary folder, on the hub's
+installation that tools/setup_hub.sh made for the session (a no-op here); it is stopped and the account
+removed at the end. Needs root, as the hub does.
 
 What is not exercised here: the NFS mount. In the prefix the exports file and fstab are not the
 ones the NFS server and mount(8) read, and this sandbox's kernel has no NFS at all (no nfs/nfsd in
@@ -20,19 +23,19 @@ import json
 import os
 import pwd
 import re
-import secrets
 import shutil
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
+import tempfile
 
 import psutil
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, course_cli
+from hvdcourse.course.hub import private, setup
+from hvdcourse.course.hub.api import Hub
 
 PLAYBOOK_DIR = os.path.join(ROOT, "ansible")
 RECAP = re.compile(
@@ -57,16 +60,27 @@ def _recap(output: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """The playbook run twice on one inventory; the lab it started is stopped at the end."""
+def lab(tmp_path_factory, hub_install):
+    """The playbook run twice on one inventory; the hub it started is stopped at the end, its learner's
+    account removed and the answer keys' modes put back."""
     playbook = shutil.which("ansible-playbook")
     if playbook is None:
         pytest.fail(
             "ansible-playbook not found: sudo apt-get install ansible-core (make env does as root)"
         )
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.fail("the playbook's class hub needs root and useradd (it makes learners' accounts)")
     tmp = tmp_path_factory.mktemp("lab")
     prefixes = {host: str(tmp / host) for host in SLOTS}
-    (tmp / "home").mkdir()
+    homes = tempfile.mkdtemp(prefix="hvdlab-homes-")  # learners must reach their homes
+    os.chmod(homes, 0o755)
+    learner = f"hvdlab{os.urandom(2).hex()}"
+    roster = tmp / "roster.csv"
+    roster.write_text(f"username\n{learner}\n")
+    # the hub closes the answer keys of the learners' kernel package: their modes are put back
+    saved = private.modes(
+        private.places(ROOT, (private.kernel_package(setup.Install().kernel_python()),))
+    )
     commit = subprocess.run(
         ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -90,9 +104,9 @@ def lab(tmp_path_factory):
                 "lab_venv": sys.prefix,
                 "lab_monitoring": True,
                 "lab_user": getpass.getuser(),
-                "jupyterlab_port": _free_port(),
-                "jupyterlab_token": secrets.token_hex(16),
-                "jupyterlab_home": str(tmp / "home"),
+                "hub_roster": str(roster),
+                "hub_port": _free_port(),
+                "hub_homes": homes,
             },
             "children": {
                 "lab_nfs_server": {"hosts": {"head": hostvars["head"]}},
@@ -110,7 +124,7 @@ def lab(tmp_path_factory):
         ANSIBLE_NOCOLOR="1",
     )
     command = [playbook, "-i", str(inventory_file), "-c", "local", "site.yml"]
-    control = os.path.join(prefixes["head"], "usr/local/sbin/hvdcourse-lab")
+    state = os.path.join(prefixes["head"], "var/lib/hvdcourse/hub")
     runs = []
     try:
         for number in (1, 2):
@@ -131,12 +145,19 @@ def lab(tmp_path_factory):
             "inventory": inventory,
             "inventory_file": str(inventory_file),
             "prefixes": prefixes,
-            "control": control,
-            "pidfile": os.path.join(prefixes["head"], "var/lib/hvdcourse/hvdcourse-lab.pid"),
+            "state": state,
+            "learner": learner,
+            "homes": homes,
         }
     finally:
-        if os.path.exists(control):
-            subprocess.run([control, "stop"], timeout=60, check=False)
+        course_cli("hvdcourse.course.hub", "stop", "--state", state, timeout=180)
+        try:
+            pwd.getpwnam(learner)
+            subprocess.run(["userdel", "-r", learner], capture_output=True, timeout=60)
+        except KeyError:
+            pass
+        shutil.rmtree(homes, ignore_errors=True)
+        private.restore(saved)
 
 
 def _config_lines(path: str) -> list:
@@ -228,36 +249,28 @@ def test_prometheus_scrapes_every_node_exporter_and_rank_port(lab):
         subprocess.run([promtool, "check", "config", path], check=True, capture_output=True)
 
 
-def test_systemd_unit_starts_jupyter_lab_with_the_generated_config(lab):
-    head = lab["prefixes"]["head"]
-    unit = _config_lines(os.path.join(head, "etc/systemd/system/hvdcourse-lab.service"))
-    config = os.path.join(head, "etc/hvdcourse/jupyter_lab_config.py")
-    assert f"ExecStart={sys.prefix}/bin/jupyter lab --config={config}" in unit
-    assert f"User={getpass.getuser()}" in unit and "Restart=on-failure" in unit
-
-
-def test_jupyterlab_answers_with_the_token_only(lab):
-    settings = lab["inventory"]["all"]["vars"]
-    url = f"http://127.0.0.1:{settings['jupyterlab_port']}/api/status"
-    request = urllib.request.Request(
-        url, headers={"Authorization": f"token {settings['jupyterlab_token']}"}
+def test_the_hub_answers_over_https_on_loopback_for_the_rosters_learner(lab):
+    settings = setup.State(lab["state"]).read_settings()
+    assert settings["port"] == lab["inventory"]["all"]["vars"]["hub_port"]
+    assert settings["learners"] == [lab["learner"]] and settings["tls"]
+    assert Hub.of(settings).version() == "6.1.1"  # through its proxy, trusting its certificate
+    home = pwd.getpwnam(lab["learner"]).pw_dir
+    assert home == os.path.join(lab["homes"], lab["learner"])
+    assert os.listdir(os.path.join(home, "exercises")) and not os.path.exists(
+        os.path.join(home, "solutions")
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200 and "started" in json.load(response)
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(url, timeout=30)
-    assert refused.value.code == 403
+    listening = {
+        c.laddr.ip
+        for c in psutil.net_connections("tcp")
+        if c.status == "LISTEN" and c.laddr.port == settings["port"]
+    }
+    assert listening == {"127.0.0.1"}
 
 
-def test_stopping_the_lab_ends_its_processes(lab):
-    with open(lab["pidfile"]) as f:
-        loop = psutil.Process(int(f.read()))
-    processes = [loop, *loop.children(recursive=True)]
-    assert any("jupyter" in " ".join(p.cmdline()) for p in processes)
-    subprocess.run([lab["control"], "stop"], timeout=60, check=True)
-    _, alive = psutil.wait_procs(processes, timeout=30)
-    assert alive == []
-    assert subprocess.run([lab["control"], "status"]).returncode != 0
-    port = lab["inventory"]["all"]["vars"]["jupyterlab_port"]
+def test_stopping_the_hub_ends_its_processes(lab):
+    settings = setup.State(lab["state"]).read_settings()
+    proc = course_cli("hvdcourse.course.hub", "stop", "--state", lab["state"], timeout=180)
+    assert proc.returncode == 0 and "no process of the hub is left" in proc.stdout, proc.stdout
+    assert Hub.of(settings).version() is None
     with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still answers"
+        assert sock.connect_ex(("127.0.0.1", settings["port"])) != 0
