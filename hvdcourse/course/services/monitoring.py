@@ -2,7 +2,7 @@
 
 :class:`Prometheus` starts the two programs themselves (not their system services): each on a free
 port of 127.0.0.1, Prometheus with a configuration and a storage folder of its own in a temporary
-folder and a short scrape interval, scraping the node exporter (this machine's CPU, memory, load)
+folder and a short scrape interval, scraping the node exporter (this machine's CPU, memory, load, network)
 and the training ranks' metrics (``--metrics-port``, :mod:`hvdcourse.examples.live_metrics`).
 Leaving the ``with`` block stops both and removes the folder::
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,13 +28,14 @@ import urllib.request
 
 from hvdcourse.runtime import processes
 from hvdcourse.runtime.errors import CourseError, MissingToolError
-from hvdcourse.runtime.ports import port_free
+from hvdcourse.runtime.ports import free_port, port_free
 
 # the program's name in Debian's package first, then upstream's
 PROMETHEUS = ("prometheus",)
 NODE_EXPORTER = ("prometheus-node-exporter", "node_exporter")
-# the node exporter's collectors the lesson reads (all others off: less work on a small machine)
-NODE_COLLECTORS = ("cpu", "loadavg", "meminfo")
+# the node exporter's collectors the lesson reads (all others off: less work on a small machine);
+# netdev: each network interface's bytes and packets (node_network_receive_bytes_total{device=...})
+NODE_COLLECTORS = ("cpu", "loadavg", "meminfo", "netdev")
 
 
 class MonitoringError(CourseError, RuntimeError):
@@ -65,12 +65,6 @@ def free_port_block(count: int, first: int = 9400, last: int = 9999) -> list:
         if all(port_free(p) for p in range(base, base + count)):
             return list(range(base, base + count))
     raise MonitoringError(f"no {count} consecutive free TCP ports between {first} and {last}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def config_text(rank_ports=(), node_port: int | None = None, interval: str = "1s") -> str:
@@ -121,7 +115,7 @@ class Prometheus:
         try:
             node_port = None
             if self.node_exporter:
-                node_port = _free_port()
+                node_port = free_port()
                 self._start(
                     "node_exporter",
                     [
@@ -129,6 +123,9 @@ class Prometheus:
                         f"--web.listen-address=127.0.0.1:{node_port}",
                         "--collector.disable-defaults",
                         *(f"--collector.{name}" for name in NODE_COLLECTORS),
+                        # every interface: the default leaves out lo ("^lo$"), the one that the
+                        # ranks of a job on one machine talk over (Gloo's TCP)
+                        "--collector.netdev.device-exclude=^$",
                     ],
                 )
                 self.node_url = f"http://127.0.0.1:{node_port}"
@@ -136,7 +133,7 @@ class Prometheus:
             config = os.path.join(self.folder, "prometheus.yml")
             with open(config, "w") as fh:
                 fh.write(config_text(self.rank_ports, node_port, self.interval))
-            port = _free_port()
+            port = free_port()
             self._start(
                 "prometheus",
                 [
