@@ -1,4 +1,4 @@
-"""The services the lessons start on this machine and stop again: JupyterLab, Prometheus, Slurm.
+"""The services the lessons start on this machine and stop again: JupyterLab, Prometheus, Slurm, sshd.
 
 Each starts real processes with a timeout and cleans up every process it started.
 
@@ -8,4 +8,6 @@ Each starts real processes with a timeout and cleans up every process it started
   for one lesson's run (lesson: Watch a training run: Prometheus and a straggler).
 * :mod:`~hvdcourse.course.services.slurm_cluster`: A real two-node Slurm cluster on this machine,
   for the tests and the lesson (lesson: Multi-node training with Slurm).
+* :mod:`~hvdcourse.course.services.ssh_server`: An SSH server on 127.0.0.1 for a hostfile launch over
+  real ``ssh`` (lesson: Multi-node training with Slurm).
 """
