@@ -206,6 +206,8 @@ XDIST_GROUPS = {
     "horovod-build": ("tests/test_stack.py", "tests/test_envcheck.py", "tests/test_gpu_route.py"),
     # Prometheus and the node exporter (fixed port 9100 in the playbook's lab)
     "services": ("tests/test_ansible_lab.py", "tests/test_monitoring.py"),
+    # the class hub (the session's ``hub`` fixture): the browser round first, then the servers' tests
+    "hub": ("tests/hub/test_class_hub.py", "tests/hub/test_hub.py"),
     # Ray's raylet gives up when the machine is very busy (Ray 2.60: "timed out during startup")
     "ray": (
         "tests/test_train_ray.py",
@@ -390,6 +392,80 @@ def hub_install():
         timeout=3600,
     )
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+
+
+# --- One class hub for tests/hub/test_class_hub.py and tests/hub/test_hub.py (one xdist group) ---
+HUB_MEMORY, HUB_CPUS, HUB_PROCS = "2G", 1.0, 256  # 2G: a learner's check runs 2 TensorFlow ranks
+
+
+@pytest.fixture(scope="session")
+def hub(hub_install):
+    """A real JupyterHub with its real proxy and TLS on a free port of 127.0.0.1, for 3 new learner
+    accounts from a roster (homes in a temporary folder). test_class_hub.py (the learners in a
+    browser, the class round) and test_hub.py (servers, limits, isolation) share it: starting it and
+    the learners' servers is the expensive part. test_hub.py's last test stops it; at the end of the
+    session it is stopped again (a no-op), the accounts and homes are removed and the answer keys'
+    modes in this clone put back."""
+    import csv
+    import pwd
+    import shutil
+    import socket
+    import tempfile
+
+    from hvdcourse.course.hub import private, setup
+    from hvdcourse.course.hub.api import Hub
+
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.fail("the class hub's tests need root and useradd (they make learners' accounts)")
+    base = tempfile.mkdtemp(prefix="hvdhub-")
+    os.chmod(base, 0o755)  # learners must reach their homes
+    homes, state = os.path.join(base, "homes"), os.path.join(base, "state")
+    os.makedirs(homes, mode=0o755)
+    tag = os.urandom(2).hex()
+    names = [f"hvdhub{tag}{letter}" for letter in "abc"]
+    roster = os.path.join(base, "roster.csv")
+    with open(roster, "w") as fh:
+        fh.write("username,email\n" + "".join(f"{n},{n}@example.org\n" for n in names))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # hub start closes the answer keys in this clone: their modes are put back afterwards
+    kernel_package = private.kernel_package(setup.Install().kernel_python())
+    saved = private.modes(private.places(ROOT, (kernel_package,)))
+    start_argv = ["start", "--roster", roster, "--state", state, "--homes", homes]
+    start_argv += ["--port", str(port), "--memory", HUB_MEMORY, "--cpus", str(HUB_CPUS)]
+    start_argv += ["--procs", str(HUB_PROCS), "--idle-timeout", "600"]
+    try:
+        began = time.monotonic()
+        proc = course_cli("hvdcourse.course.hub", *start_argv, timeout=180)
+        started = time.monotonic() - began
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        settings = setup.State(state).read_settings()
+        with open(os.path.join(state, "passwords.csv")) as fh:
+            passwords = {row["username"]: row["first_password"] for row in csv.DictReader(fh)}
+        yield {
+            "base": base,
+            "names": names,
+            "homes": homes,
+            "state": state,
+            "roster": roster,
+            "start_argv": start_argv,
+            "stdout": proc.stdout,
+            "settings": settings,
+            "passwords": passwords,
+            "api": Hub.of(settings),
+            "hub_start_s": started,
+        }
+    finally:
+        course_cli("hvdcourse.course.hub", "stop", "--state", state, timeout=180)
+        for name in names:
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                continue
+            subprocess.run(["userdel", "-r", name], capture_output=True, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+        private.restore(saved)
 
 
 def course_cli(module: str, *argv, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
