@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import sys
 
+from hvdcourse.examples import data, training
+from hvdcourse.examples.model import build_model, loss_fn
+
 
 def parser():
     """The trainers' shared options (:func:`hvdcourse.examples.cli.training_parser`) less the checkpoint
@@ -49,33 +52,41 @@ def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: extra Keras callbacks (e.g. :mod:`hvdcourse.course.lessons.faults`)."""
     args = parser().parse_args(argv)
 
+    # The frameworks are imported here, after the options: --help and a wrong option answer at once.
     import tensorflow as tf
-    import horovod.tensorflow.keras as hvd  # Horovod: the Keras flavour, with hvd.elastic
 
-    from hvdcourse.examples import data, model as course_model, training
+    # Horovod: the Keras flavour of Horovod's API, with its elastic mode (hvd.elastic).
+    import horovod.tensorflow.keras as hvd
 
-    hvd.init()  # Horovod: joins the job the elastic driver (horovodrun) manages
+    # Horovod: join the job that the elastic driver (horovodrun) manages.
+    hvd.init()
+    # Horovod: the processes of a node share its cores.
     training.set_threads(args.threads, hvd.local_size())
     tf.keras.utils.set_random_seed(args.seed)
 
+    # Horovod: rank 0 alone says where the data comes from.
     dataset = data.load_mnist(args.data, download=args.download, quiet=hvd.rank() != 0)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
 
-    model = course_model.build_model()
+    model = build_model()
+    # Horovod: the wrapped optimizer averages the gradients of all ranks; the rate grows with the
+    # number of workers (for Adam, by sqrt(N)).
     optimizer = hvd.DistributedOptimizer(
         tf.keras.optimizers.Adam(learning_rate=training.scaled_lr(args.lr, hvd.size(), "adam"))
     )
-    model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
-    # Horovod: create Adam's slots now: the state must be complete
+    model.compile(optimizer=optimizer, loss=loss_fn(), metrics=["accuracy"])
+    # Horovod: create Adam's slots now, so that the state below is complete.
     optimizer.build(model.trainable_variables)
-    # Horovod: what survives a failure
+    # Horovod: what survives a failure: the model, the optimizer and the progress, in memory.
     state = hvd.elastic.KerasState(model, optimizer, epoch=0, batch=0)
 
-    def on_reset():  # Horovod: after a worker left or joined, rescale the learning rate
+    def on_reset():
+        # Horovod: after a worker left or joined, the rate follows the new number of workers.
         optimizer.learning_rate.assign(training.scaled_lr(args.lr, hvd.size(), "adam"))
 
     state.register_reset_callbacks([on_reset])
+    # Horovod: the state follows the epochs and batches, and is committed every N steps.
     progress = [
         hvd.elastic.UpdateEpochStateCallback(state),
         _BatchProgress(state),
@@ -83,27 +94,16 @@ def main(argv=None, callbacks=()) -> int:
         *callbacks,
     ]
 
-    # Horovod: on a failure, roll back to the last commit, re-form the ring, call again
+    # Horovod: on a failure, roll back to the last commit, re-form the ring and call again.
     @hvd.elastic.run
     def train(state):
+        # Horovod: what depends on the number of workers is computed at every (re)start.
         rank, size = hvd.rank(), hvd.size()
         steps = training.steps_per_epoch(len(x_train), args.batch_size, size, args.max_steps)
+        # Horovod: rank 0 says, at each (re)start, with how many workers and from where it goes on.
         if rank == 0:
-            start = {
-                "workers": size,
-                "epoch": state.epoch,
-                "batch": state.batch,
-                "optimizer_iterations": int(optimizer.iterations.numpy()),
-                "lr": float(optimizer.learning_rate.numpy()),
-                "steps_per_epoch": steps,
-            }
-            print(
-                f"[train_elastic] workers={size} start epoch={state.epoch} batch={state.batch} "
-                f"optimizer_iterations={start['optimizer_iterations']} "
-                f"lr={start['lr']:g} steps/epoch={steps}",
-                flush=True,
-            )
-            training.report("start", start)
+            announce_start(state, optimizer, size, steps)
+        # Horovod: each rank trains on its own part of the data, every N-th image.
         ds = training.train_dataset(
             data.shard(x_train, rank, size),
             data.shard(y_train, rank, size),
@@ -131,23 +131,37 @@ def main(argv=None, callbacks=()) -> int:
     train(state)
 
     metrics = training.evaluate(model, x_test, y_test)  # the whole test set on each worker (small)
-    # Horovod: size() now
-    metrics = training.report_final_metrics(
+    # Horovod: every rank prints its result (equal digests: equal weights); rank 0 writes the file.
+    return training.finish(
+        "train_elastic",
         metrics,
-        hvd.size(),
         model,
+        args.metrics_json,
+        workers=hvd.size(),
+        rank=hvd.rank(),
         epochs=state.epoch,
         optimizer_iterations=int(optimizer.iterations.numpy()),
     )
+
+
+def announce_start(state, optimizer, workers: int, steps: int) -> None:
+    """Rank 0's line and ``start`` record at each start of the training function (the lesson and
+    its tests read them)."""
+    start = {
+        "workers": workers,
+        "epoch": state.epoch,
+        "batch": state.batch,
+        "optimizer_iterations": int(optimizer.iterations.numpy()),
+        "lr": float(optimizer.learning_rate.numpy()),
+        "steps_per_epoch": steps,
+    }
     print(
-        f"[train_elastic] done rank={hvd.rank()} workers={hvd.size()} epochs={state.epoch} "
-        f"optimizer_iterations={metrics['optimizer_iterations']} test_accuracy={metrics['accuracy']:.4f} "
-        f"weights_sha256={metrics['weights_sha256']}",
+        f"[train_elastic] workers={workers} start epoch={state.epoch} batch={state.batch} "
+        f"optimizer_iterations={start['optimizer_iterations']} "
+        f"lr={start['lr']:g} steps/epoch={steps}",
         flush=True,
     )
-    if hvd.rank() == 0:  # Horovod: one metrics file
-        training.write_metrics(args.metrics_json, metrics)
-    return 0
+    training.report("start", start)
 
 
 # the line rank 0 prints when the training function starts (again, after a change of workers)

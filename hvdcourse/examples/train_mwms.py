@@ -147,7 +147,7 @@ def distributed_train_dataset(strategy, x, y, batch_size: int, seed: int):
     from hvdcourse.examples import data, training
 
     def dataset_fn(context: tf.distribute.InputContext):
-        # MWMS: one input pipeline per worker; shard by pipeline like Horovod shards by rank
+        # MWMS: one input pipeline per worker, sharded by pipeline as Horovod shards by rank.
         part = context.input_pipeline_id
         xs = data.shard(x, part, context.num_input_pipelines)
         ys = data.shard(y, part, context.num_input_pipelines)
@@ -183,68 +183,57 @@ def main(argv=None, callbacks=()) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.workers > 1 and not args.cluster and not os.environ.get("TF_CONFIG"):
-        run = launch_local_workers(
-            "hvdcourse.examples.train_mwms",
-            args.workers,
-            without_option(without_option(argv, "--workers"), "--timeout"),
-            timeout=args.timeout,
-            echo=True,
-        )
-        for records in run.results:  # hand the workers' records on to whoever started this process
-            for record in records or []:
-                results.report(record)
-        if run.timed_out:
-            raise RunTimeout(
-                f"the workers did not finish in {args.timeout} s and were stopped; "
-                "raise --timeout or lower --epochs/--max-steps"
-            )
-        return run.returncode
+        return run_local_workers(args, argv)
 
-    # MWMS: TF_CONFIG must exist before the strategy
+    # MWMS: TF_CONFIG (every worker's address, and this one's index) must exist before the strategy.
     index, cluster = configure_worker(args.cluster)
 
+    # The frameworks are imported here, after the options: --help and a wrong option answer at once.
     import tensorflow as tf
 
     from hvdcourse.examples import data, model as course_model, training
 
     workers = len(cluster)
-    # MWMS: share the cores
+    # MWMS: the workers of a host share its cores.
     threads = training.set_threads(args.threads, workers_on_this_host(cluster, index))
-    # MWMS: connect to the other workers (blocks until all up)
+    # MWMS: connect to the other workers (this blocks until all of them are up).
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
         communication_options=tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.RING
         )
     )
-    # MWMS: same initial weights everywhere (worker 0's are broadcast)
+    # MWMS: the same initial weights everywhere (worker 0's are broadcast).
     tf.keras.utils.set_random_seed(args.seed)
 
+    # MWMS: worker 0 alone says where the data comes from.
     dataset = data.load_mnist(args.data, download=args.download, quiet=index != 0)
     x_train, y_train = data.to_model_inputs(dataset.x_train, dataset.y_train)
     x_test, y_test = data.to_model_inputs(dataset.x_test, dataset.y_test)
+    # MWMS: N workers make one pass over the data in N times fewer steps.
     steps = training.steps_per_epoch(len(x_train), args.batch_size, workers, args.max_steps)
 
-    with strategy.scope():  # MWMS: variables created here are mirrored on every worker
+    # MWMS: variables created in the strategy's scope are mirrored on every worker.
+    with strategy.scope():
         model = course_model.build_model()
-        # MWMS: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+        # MWMS: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
         lr = training.scaled_lr(args.lr, workers, "adam")
         optimizer = tf.keras.optimizers.Adam(
             learning_rate=warmup_schedule(lr, workers, int(args.warmup_epochs * steps))
         )
         model.compile(optimizer=optimizer, loss=course_model.loss_fn(), metrics=["accuracy"])
 
-    # MWMS: every worker saves (saving is collective); only worker 0's folder is kept
+    # MWMS: every worker saves (saving is collective); only worker 0's folder is kept.
     checkpoint_dir = (
         args.checkpoint_dir if index == 0 else tempfile.mkdtemp(prefix=f"mwms-worker{index}-")
     )
     checkpoint = training.EpochCheckpoint(checkpoint_dir, model, optimizer)
     callbacks = [checkpoint.callback(), *callbacks]
-    # MWMS: every worker restores worker 0's checkpoint itself (same file system here): nothing to broadcast
+    # MWMS: every worker restores worker 0's checkpoint itself (one file system): no broadcast.
     initial_epoch = training.resume_from_checkpoint(
         training.EpochCheckpoint(args.checkpoint_dir, model, optimizer), args.resume, index
     )
-    verbose = 2 if index == 0 else 0  # MWMS: log on worker 0 only
-
+    # MWMS: worker 0 alone logs.
+    verbose = 2 if index == 0 else 0
     if index == 0:
         print(
             f"[train_mwms] data={dataset.source} workers={workers} threads/worker={threads} "
@@ -253,6 +242,7 @@ def main(argv=None, callbacks=()) -> int:
         )
     try:
         model.fit(
+            # MWMS: each worker its own part of every global batch (the strategy's input context).
             distributed_train_dataset(strategy, x_train, y_train, args.batch_size, args.seed),
             steps_per_epoch=steps,
             epochs=args.epochs,
@@ -260,20 +250,36 @@ def main(argv=None, callbacks=()) -> int:
             callbacks=callbacks,
             verbose=verbose,
         )
-        # MWMS: same weights everywhere, whole test set
+        # MWMS: the same weights everywhere: each worker evaluates the whole test set.
         metrics = training.evaluate(model, x_test, y_test)
     finally:
         if index != 0:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)
-    metrics = training.report_final_metrics(metrics, workers, model)
-    print(
-        f"[train_mwms] worker={index} test_loss={metrics['loss']:.4f} "
-        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
-        flush=True,
+    # MWMS: every worker prints its result (equal digests: equal weights); worker 0 writes the file.
+    return training.finish(
+        "train_mwms", metrics, model, args.metrics_json, workers=workers, rank=index
     )
-    if index == 0:
-        training.write_metrics(args.metrics_json, metrics)
-    return 0
+
+
+def run_local_workers(args, argv: list) -> int:
+    """``--workers N``: start N workers of this script on this machine, hand their records on to
+    whoever started this process, and return their exit status."""
+    run = launch_local_workers(
+        "hvdcourse.examples.train_mwms",
+        args.workers,
+        without_option(without_option(argv, "--workers"), "--timeout"),
+        timeout=args.timeout,
+        echo=True,
+    )
+    for records in run.results:
+        for record in records or []:
+            results.report(record)
+    if run.timed_out:
+        raise RunTimeout(
+            f"the workers did not finish in {args.timeout} s and were stopped; "
+            "raise --timeout or lower --epochs/--max-steps"
+        )
+    return run.returncode
 
 
 if __name__ == "__main__":

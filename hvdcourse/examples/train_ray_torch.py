@@ -22,6 +22,10 @@ import sys
 import tempfile
 import time
 
+from hvdcourse.examples import data, ray_local, torch_model, torch_training, training
+from hvdcourse.examples.cli import training_parser
+from hvdcourse.runtime import results
+
 RUN_PREFIX = "ray-torch"  # Ray: each run its own folder <checkpoint-dir>/ray-torch-<time>
 
 
@@ -29,68 +33,81 @@ def train_loop(config: dict) -> None:
     """What every Ray Train worker runs: ``train_torch_ddp.py``'s training with Ray's reports."""
     import argparse
 
-    from hvdcourse.runtime import results
-
-    os.environ.pop(
-        results.VARIABLE, None
-    )  # Ray: the driver reports the run's metrics, not the workers
+    # Ray: the driver reports the run's metrics, not the workers.
+    os.environ.pop(results.VARIABLE, None)
     args = argparse.Namespace(**config["args"])
-    callbacks = config["callbacks"]
 
+    # The frameworks are imported here, in the worker: the driver needs none of them.
     import torch
-    import torch.distributed as dist  # DDP: Ray has joined the workers in a process group
     from torch.utils.data import DataLoader, TensorDataset
+
+    # DDP: Ray has joined the workers in a torch.distributed process group.
+    import torch.distributed as dist
+
+    # DDP: PyTorch's DistributedSampler gives each rank its own part of the data.
     from torch.utils.data.distributed import DistributedSampler
 
-    import ray.train  # Ray: the workers' API (context, report, checkpoints)
-    import ray.train.torch  # Ray: prepare_model wraps DDP
+    # Ray: the workers' API (context, reports, checkpoints); ray.train.torch wraps the model in DDP.
+    import ray.train
+    import ray.train.torch
     from ray.train import Checkpoint
 
-    from hvdcourse.examples import data, torch_model, torch_training, training
-
     context = ray.train.get_context()
-    rank, size = (
-        context.get_world_rank(),
-        context.get_world_size(),
-    )  # Ray: which worker, of how many
-    # Ray: share this node's cores
+    # Ray: which worker this is, of how many.
+    rank, size = context.get_world_rank(), context.get_world_size()
+    # Ray: the workers of a node share its cores.
     threads = torch_training.set_threads(args.threads, context.get_local_world_size())
-    torch.manual_seed(args.seed + rank)  # DDP: the wrapper gives every rank rank 0's weights
+    # DDP: ranks start from different weights; the wrapper gives every rank rank 0's weights.
+    torch.manual_seed(args.seed + rank)
 
     dataset = data.load_mnist(args.data, download=args.download, quiet=rank != 0)
     train_set = TensorDataset(*torch_model.to_tensors(dataset.x_train, dataset.y_train))
+    # DDP: each rank tests on its own part; the sums of all ranks are added up at the end.
     x_test, y_test = torch_model.to_tensors(
-        data.shard(dataset.x_test, rank, size),  # DDP: each rank tests its part,
-        data.shard(dataset.y_test, rank, size),  # DDP: the sums are added up below
+        data.shard(dataset.x_test, rank, size), data.shard(dataset.y_test, rank, size)
     )
-    sampler = DistributedSampler(  # DDP: each rank trains on its own part, one order for all
+    # DDP: each rank trains on its own part of the data, shuffled in one order for all ranks.
+    sampler = DistributedSampler(
         train_set, num_replicas=size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
     )
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     steps = training.steps_per_epoch(len(train_set), args.batch_size, size, args.max_steps)
 
     model = torch_model.build_model()
-    # DDP: the effective batch is N times larger; Adam's rate grows by sqrt(N)
+    # DDP: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
     lr = training.scaled_lr(args.lr, size, "adam")
-    warmup_steps = int(args.warmup_epochs * steps)  # DDP: ramp lr/N -> lr (Goyal 2017)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch_model.loss_fn()
 
-    # Ray: the checkpoint to resume from: the last one reported before a restart (or --resume's)
+    # Ray: the checkpoint to resume from: the last one reported before a restart (or --resume's).
     initial_epoch = 0
     resumed = ray.train.get_checkpoint()
     if resumed is not None:
         with resumed.as_directory() as folder:
-            # DDP: every rank reads the same file, before the wrapper below copies rank 0's weights
+            # DDP: every rank reads the same file, before the wrapper below copies rank 0's weights.
             initial_epoch = training.resume_from_checkpoint(
                 torch_training.TorchCheckpoint(folder, model, optimizer), True
             )
-    # Ray: DistributedDataParallel around the model, on the worker's device
+    # Ray: DistributedDataParallel around the model, on the worker's device.
     ddp_model = ray.train.torch.prepare_model(model)
     device = ray.train.torch.get_device()
     save_dir = tempfile.mkdtemp(prefix=f"ray-torch-worker{rank}-")
     checkpoint = torch_training.TorchCheckpoint(save_dir, model, optimizer, keep=1)
 
+    # DDP: over the first epochs the rate ramps from lr/N up to lr (Goyal et al. 2017).
+    warmup = torch_training.LearningRateWarmup(lr, size, int(args.warmup_epochs * steps))
+    # The callbacks and an epoch timer run inside zero_grad() and step(), so that the loop below
+    # keeps PyTorch's four lines.
+    optimizer = torch_training.CallbackOptimizer(
+        optimizer,
+        model,
+        [*config["callbacks"], warmup],
+        steps_per_epoch=steps,
+        images_per_step=args.batch_size * size,
+        first_step=initial_epoch * steps,
+    )
+
+    # Ray: one header from rank 0, not N.
     if rank == 0:
         print(
             f"[train_ray_torch] data={dataset.source} workers={size} threads/worker={threads} "
@@ -99,33 +116,28 @@ def train_loop(config: dict) -> None:
             flush=True,
         )
     started = time.time()
-    timer = torch_training.EpochTimer()
     for epoch in range(initial_epoch, args.epochs):
-        sampler.set_epoch(epoch)  # DDP: each epoch its own order, the same on every rank
-        with timer.measure(images=steps * args.batch_size * size):
-            epoch_loss = 0.0
-            for batch, (x, y) in enumerate(itertools.islice(loader, steps)):
-                step = epoch * steps + batch
-                torch_training.call_hooks(callbacks, "on_train_batch_begin", step, model, optimizer)
-                torch_training.set_lr(
-                    optimizer, torch_training.warmup_lr(lr, size, step, warmup_steps)
-                )
-                optimizer.zero_grad()
-                x, y = x.to(device), y.to(device)
-                loss = loss_fn(ddp_model(x), y)  # DDP: forward through the wrapper, not model
-                loss.backward()  # DDP: the gradients are averaged during backward()
-                optimizer.step()
-                epoch_loss += loss.item()
-                torch_training.call_hooks(callbacks, "on_train_batch_end", step, model, optimizer)
-        # DDP: on the worker's device (NCCL reduces GPU tensors only)
+        # DDP: each epoch its own order, the same on every rank.
+        sampler.set_epoch(epoch)
+        epoch_loss = 0.0
+        for x, y in itertools.islice(loader, steps):
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            # DDP: the forward pass goes through the wrapper, not the model.
+            loss = loss_fn(ddp_model(x), y)
+            # DDP: the gradients are averaged during backward().
+            loss.backward()
+            optimizer.step()
+            epoch_loss += loss.item()
+        # DDP: the epoch's loss summed over the ranks, on the device (NCCL reduces GPU tensors).
         mean_loss = torch.tensor(epoch_loss / steps, device=device)
-        dist.all_reduce(mean_loss)  # DDP: the loss summed over ranks, then divided below
+        dist.all_reduce(mean_loss)
         if rank == 0:
             print(
                 f"epoch {epoch + 1}/{args.epochs}: loss={float(mean_loss) / size:.4f}", flush=True
             )
             checkpoint.save(epoch + 1)
-        # Ray: every worker reports (a barrier); rank 0 hands over its checkpoint
+        # Ray: every worker reports (a barrier); rank 0 hands over its checkpoint.
         ray.train.report(
             {
                 "epoch": epoch + 1,
@@ -137,12 +149,14 @@ def train_loop(config: dict) -> None:
         )
 
     def sum_over_ranks(tensor):
-        dist.all_reduce(tensor)  # DDP: every rank's sums added up
+        # DDP: every rank's sums are added up: the loss and accuracy of the whole test set.
+        dist.all_reduce(tensor)
         return tensor
 
     metrics = torch_training.evaluate(model, x_test, y_test, reduce_sum=sum_over_ranks)
+    # DDP: every rank's weights digest, to tell the driver whether they are identical.
     digests = [None] * size
-    dist.all_gather_object(digests, torch_model.weights_digest(model))  # DDP: every rank's weights
+    dist.all_gather_object(digests, torch_model.weights_digest(model))
     metrics = torch_training.report_final_metrics(
         metrics,
         size,
@@ -151,16 +165,13 @@ def train_loop(config: dict) -> None:
         steps_per_epoch=steps,
         start_epoch=initial_epoch,
         identical_weights=len(set(digests)) == 1,
-        **timer.summary(),
+        **optimizer.timer.summary(),
     )
-    print(
-        f"[train_ray_torch] rank={rank} test_loss={metrics['loss']:.4f} "
-        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
-        flush=True,
-    )
+    # Every worker prints its result (the driver writes the metrics file).
+    training.print_and_write("train_ray_torch", metrics, rank=rank)
     if rank == 0:
         checkpoint.save(args.epochs)
-    # Ray: the final metrics travel with a last checkpoint (Ray keeps metrics with checkpoints)
+    # Ray: the final metrics travel with a last checkpoint (Ray keeps metrics with checkpoints).
     ray.train.report(
         {**metrics, "epoch": args.epochs, "final": True, "time": time.time(), "start": started},
         checkpoint=Checkpoint.from_directory(save_dir) if rank == 0 else None,
@@ -170,9 +181,6 @@ def train_loop(config: dict) -> None:
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: objects with ``on_train_batch_begin``/``_end(step, model, optimizer)``,
     sent to every worker (they must pickle)."""
-    from hvdcourse.examples import ray_local, training
-    from hvdcourse.examples.cli import training_parser
-
     parser = ray_local.add_ray_options(
         training_parser("Train the course's MNIST CNN with Ray Train's TorchTrainer (DDP).")
     )
