@@ -35,6 +35,7 @@ PAGES += [
     "book/performance_further.md",
     "book/model_parallel_further.md",
     "book/ray_train_further.md",
+    "book/slurm_further.md",
     "book/errata.md",
 ]
 
