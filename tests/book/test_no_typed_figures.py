@@ -110,7 +110,15 @@ CONSTANTS = {
     # continued from lesson 07: the sweep's smallest and largest messages, Open MPI's ring segment,
     # the kernel's page size, and the published figures it reads (88 % and 25 Gbit/s from the
     # Horovod paper, 10 Gbit/s of the V100 cluster, 1.2x from the Ray talk)
-    "book/performance_further.md": {"4 KB", "64 MB", "1 MB", "88 %", "25 Gbit/s", "10 Gbit/s", "1.2 x"},
+    "book/performance_further.md": {
+        "4 KB",
+        "64 MB",
+        "1 MB",
+        "88 %",
+        "25 Gbit/s",
+        "10 Gbit/s",
+        "1.2 x",
+    },
     # the fault tests' bounds and stall-check settings, and the Slurm signal's lead time
     "notebooks/10_fault_tolerance.md": {"30 s", "60 s", "5 s", "15 s", "120 s"},
     # Horovod's fusion buffer and DDP's first bucket: their defaults
