@@ -130,11 +130,8 @@ def train_loop(config: dict) -> None:
         identical_weights=same_on_all_workers(strategy, model),
         **timer.timer.summary(),
     )
-    print(
-        f"[train_ray_tf] worker={index} test_loss={metrics['loss']:.4f} "
-        f"test_accuracy={metrics['accuracy']:.4f} weights_sha256={metrics['weights_sha256']}",
-        flush=True,
-    )
+    # Every worker prints its result (the driver writes the metrics file).
+    training.print_and_write("train_ray_tf", metrics, rank=index)
     # Ray: the final metrics travel with a last checkpoint (Ray keeps metrics with checkpoints)
     path = checkpoint.save(args.epochs)
     ray.train.report(
