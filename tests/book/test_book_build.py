@@ -12,8 +12,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # The executed pages' recorded total (a guard against a page growing unnoticed). It was 18 minutes
 # for 18 pages on 2026-11-24 (978 s); on 2026-11-26 the 21 executed pages took 1,676 s at load 1.4
 # (lesson 05's going-further page alone 326 s: it runs the whole learning-rate lab), so the guard
-# now sits at 30 minutes. Bringing it back down is part of making the suite fit its time.
-EXECUTION_BUDGET_S = 30 * 60
+# sat at 30 minutes. Later that day five lessons were split into a lesson and a going-further page;
+# the record adds the five new pages while the lessons keep their older figures, which still include
+# what moved (book/data/execution_times.json, "added_later"): 1,832 s, the moved parts counted twice.
+# The guard is 31 minutes until a quiet --record-times replaces the record; bringing it back down is
+# part of making the suite fit its time.
+EXECUTION_BUDGET_S = 31 * 60
 
 
 def toc_pages():
