@@ -23,7 +23,12 @@ DISTRIBUTED = sorted(
     - set(glob.glob(os.path.join(ROOT, "hvdcourse", "examples", "train_*single.py")))
 ) + [
     os.path.join(ROOT, "hvdcourse", "course", path)
-    for path in ("gpu.py", "conversion_lab.py", "bench/throughput.py", "bench/torch_throughput.py")
+    for path in (
+        "check/gpu.py",
+        "lessons/conversion_lab.py",
+        "bench/throughput.py",
+        "bench/torch_throughput.py",
+    )
 ]
 # a rate multiplied by the number of workers, written out instead of asking scaled_lr
 HAND_SCALED = re.compile(
