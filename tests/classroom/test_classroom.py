@@ -306,7 +306,9 @@ def test_the_command_line_entry_prints_no_traceback(tmp_path):
 def accounts():
     """Two real Unix accounts with homes in a temporary folder, removed afterwards (root only)."""
     if os.geteuid() != 0 or not shutil.which("useradd"):
-        pytest.skip("needs root and useradd to make learners' accounts")
+        pytest.fail(
+            "the class tests make learners' Unix accounts: run them as root, with useradd (passwd)"
+        )
     base = tempfile.mkdtemp(prefix="hvdcls-")
     os.chmod(base, 0o755)  # the learners must reach their homes
     names = [f"hvdcls{os.urandom(3).hex()}" for _ in range(2)]

@@ -117,9 +117,7 @@ def grader_python(request) -> str:
 def user(request):
     """A Unix user of its own for the grader, with a home folder; removed after with its processes."""
     if os.geteuid() != 0:
-        pytest.skip(
-            "needs root to make the grader's user; test_hostile.py already runs as non-root"
-        )
+        pytest.fail("this test makes a Unix user for the grader: run it as root (make test does)")
     assert shutil.which("bwrap"), "no bwrap: install bubblewrap (tools/setup_env.sh does, as root)"
     assert bwrap.available(), (
         "bubblewrap cannot make its namespaces here (user namespaces disabled? "
