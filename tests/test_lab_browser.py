@@ -2,11 +2,11 @@
 ``python -m hvdcourse.course.services.lab`` starts, with a port and a token.
 
 One run serves every test (module fixture): the lab opens lesson 03 (*Parameter servers and
-ring-allreduce*) as a notebook on the course's kernel and runs its code cells 1-13 ("Run All Above
-Selected Cell" on cell 14): every cell of the lesson (the set-up, the cell that starts 2 MPI engines,
-the ring-allreduce and Horovod ``%%px`` cells, the alpha-beta measurement between the 2 engines, the
-plots, the averaged matrix on both ranks) except its last three, which shut Horovod down, stop the
-engines and print the page's time. Ctrl-C (SIGINT) then stops the lab with its engines still
+ring-allreduce*) as a notebook on the course's kernel and runs every code cell before the one that
+calls ``hvd.shutdown()`` ("Run All Above Selected Cell" on that cell): the set-up, the cell that
+starts 2 MPI engines, the ring-allreduce and Horovod ``%%px`` cells, the plots, the averaged matrix
+on both ranks; not the last three, which shut Horovod down, stop the engines and print the page's
+time. Ctrl-C (SIGINT) then stops the lab with its engines still
 running, which is the case the lab's clean-up must handle.
 
 The browser's lab state (settings, workspaces, runtime files, IPython profile) lives in the test's
@@ -16,6 +16,7 @@ temporary folder; autosave is off, so the lesson file is never rewritten.
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import os
 import secrets
@@ -35,7 +36,19 @@ from hvdcourse.runtime import processes
 from hvdcourse.runtime.paths import BUILD, ROOT
 
 LESSON = "notebooks/03_allreduce.md"
-RUN_THROUGH = 13  # code cells run: all but the lesson's last three (see the module docstring)
+
+
+def _cells_before_shutdown(path: str) -> int:
+    """How many code cells come before the lesson's ``hvd.shutdown()`` cell (the first of its last three)."""
+    with open(path) as fh:
+        cells = fh.read().split("```{code-cell}")[1:]
+    for index, cell in enumerate(cells):
+        if "hvd.shutdown()" in cell.split("```")[0]:
+            return index
+    raise AssertionError(f"{path} has no code cell with hvd.shutdown(): the test runs up to that cell")
+
+
+RUN_THROUGH = _cells_before_shutdown(os.path.join(ROOT, LESSON))  # code cells run (module docstring)
 SCREENSHOT = os.path.join(BUILD, "lab", "screenshot.png")  # kept for the closing note
 MARK = "HVDCOURSE_LAB_TEST"
 # JupyterLab user settings for the test: every cell in the page (no virtual scrolling, so the test
@@ -177,8 +190,8 @@ def lab_run(tmp_path_factory):
                 page.wait_for_function(
                     "() => { const t = document.body.innerText; "
                     "return /Python 3 \\| Idle/.test(t) && /Horovod rank 0 of 2/.test(t) "
-                    "&& /Horovod rank 1 of 2/.test(t) && /\\[stdout:0\\] rank 0 of 2/.test(t) "
-                    "&& /\\[stdout:1\\] rank 1 of 2/.test(t); }",
+                    "&& /Horovod rank 1 of 2/.test(t) && /\\[stdout:0\\]\\s*rank 0 of 2/.test(t) "
+                    "&& /\\[stdout:1\\]\\s*rank 1 of 2/.test(t); }",
                     timeout=60_000,
                 )
             except PlaywrightTimeout:
@@ -241,12 +254,14 @@ def test_the_cells_run_in_order_and_the_rest_stays_unrun(lab_run):
 
 
 def test_px_cells_print_from_rank_0_and_rank_1(lab_run):
-    # per cell: a rank's print may reach the page in more than one output (stream chunks)
+    # per cell: a rank's print may reach the page in more than one output (stream chunks); a rank's
+    # output of several lines starts on the line after its [stdout:N] label
     texts = [" ".join(out["text"] for out in cell) for cell in lab_run["outputs"][:RUN_THROUGH]]
     ring = " ".join(text for text in texts if "ring sum" in text)
     horovod = " ".join(text for text in texts if "Horovod rank" in text)
-    assert "[stdout:0] rank 0 of 2" in ring and "[stdout:1] rank 1 of 2" in ring, lab_run["outputs"]
-    assert "Horovod rank 0 of 2" in horovod and "Horovod rank 1 of 2" in horovod
+    for rank in (0, 1):
+        assert re.search(rf"\[stdout:{rank}\]\s*rank {rank} of 2", ring), lab_run["outputs"]
+    assert "Horovod rank 0 of 2" in horovod and "Horovod rank 1 of 2" in horovod, lab_run["outputs"]
     assert horovod.count("sum equal: True, average equal: True") == 2
 
 

@@ -67,7 +67,8 @@ class MPIEngines:
     """An ipyparallel controller and ``n`` engines started with ``mpirun`` (one MPI rank each).
 
     ``activate=True`` registers the ``%px`` / ``%%px`` magics (only inside IPython/Jupyter), without
-    progress bars (``%pxconfig --progress-after 2`` brings them back).
+    progress bars and with each rank's output shown when the cell ends (``%pxconfig --progress-after 2
+    --stream`` brings back both).
     ``timeout`` bounds the start-up. ``env`` adds environment variables for the engines.
     Everything lives in a temporary IPYTHONDIR that :meth:`stop` removes.
     """
@@ -145,8 +146,11 @@ class MPIEngines:
             from IPython import get_ipython
 
             shell = get_ipython()
-            if shell is not None:  # no progress bars: they fill a built page with carriage returns
-                shell.run_line_magic("pxconfig", "--progress-after -1")
+            if shell is not None:
+                # no progress bars (they fill a built page with carriage returns), and each rank's
+                # output printed once the cell has ended: ipyparallel's live streaming can drop a
+                # rank's last line when it races the cell's end (seen in JupyterLab)
+                shell.run_line_magic("pxconfig", "--progress-after -1 --no-stream")
         return self.client
 
     def _engine_env(self) -> dict:
