@@ -1,6 +1,7 @@
 """The class hub with ``--spawner slurm``: a learner's server as a Slurm job of the course's
 one-machine cluster (batchspawner's SlurmSpawner), reached through the hub's proxy, and gone with
-its job when the hub stops. A cluster of its own (its own folder and ports) and one learner.
+its job when the hub stops. A cluster of its own (its own folder and ports) and as many learners as
+its CPUs hold: two, each node declaring one CPU and each server job asking for one.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def slurm_hub(hub_install):
     os.chmod(base, 0o755)
     homes, state = os.path.join(base, "homes"), os.path.join(base, "state")
     os.makedirs(homes, mode=0o755)
-    name = f"hvdhubs{os.urandom(2).hex()}"
+    tag = os.urandom(2).hex()
+    names = [f"hvdhubs{tag}a", f"hvdhubs{tag}b"]
     roster = os.path.join(base, "roster.csv")
     with open(roster, "w") as fh:
-        fh.write(f"username\n{name}\n")
+        fh.write("username\n" + "".join(f"{n}\n" for n in names))
     cluster = LocalCluster(os.path.join(base, "slurm"))
     # hub start closes the answer keys in this clone: their modes are put back afterwards (a later
     # test, or a grader run as another user, reads them)
@@ -72,34 +74,40 @@ def slurm_hub(hub_install):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         settings = setup.State(state).read_settings()
         api = Hub.of(settings)
-        yield {"name": name, "api": api, "state": state, "cluster": cluster, "env": env}
+        yield {"names": names, "api": api, "state": state, "cluster": cluster, "env": env}
     finally:
         hub_cli("stop", "--state", state)
         cluster.stop(quiet=True, remove=True)
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+        for name in names:
+            subprocess.run(["userdel", "-r", name], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
         private.restore(saved)
 
 
-def test_a_learners_server_runs_as_a_slurm_job_and_goes_with_the_hub(slurm_hub):
-    api, name, env = slurm_hub["api"], slurm_hub["name"], slurm_hub["env"]
+def test_each_learners_server_runs_as_a_slurm_job_on_its_own_node_and_goes_with_the_hub(slurm_hub):
+    api, names, env = slurm_hub["api"], slurm_hub["names"], slurm_hub["env"]
     began = time.monotonic()
-    api.start(name)
-    api.wait_ready([name], timeout=120)
-    print(f"server ready as a Slurm job in {time.monotonic() - began:.1f} s")
-    status, body = api.call("GET", f"/user/{name}/api/status")
-    assert status == 200 and "kernels" in body, (status, body)
+    for name in names:
+        api.start(name)
+    api.wait_ready(names, timeout=180)
+    print(f"{len(names)} servers ready as Slurm jobs in {time.monotonic() - began:.1f} s")
+    for name in names:
+        status, body = api.call("GET", f"/user/{name}/api/status")
+        assert status == 200 and "kernels" in body, (name, status, body)
     jobs = subprocess.run(
-        ["squeue", "-h", "-o", "%u %T %j"], capture_output=True, text=True, env=env, timeout=30
-    ).stdout.split()
-    assert jobs[:2] == [name, "RUNNING"] and jobs[2].startswith("spawner-jupyterhub"), jobs
-    uid = pwd.getpwnam(name).pw_uid
-    servers = [
-        p
+        ["squeue", "-h", "-o", "%u %T %j %N"], capture_output=True, text=True, env=env, timeout=30
+    ).stdout.split("\n")
+    jobs = sorted(line.split() for line in jobs if line.strip())
+    assert [(j[0], j[1]) for j in jobs] == [(n, "RUNNING") for n in names], jobs
+    assert all(j[2].startswith("spawner-jupyterhub") for j in jobs), jobs
+    assert len({j[3] for j in jobs}) == 2, f"both servers on one node of one CPU: {jobs}"
+    uids = {pwd.getpwnam(n).pw_uid for n in names}
+    servers = {
+        p.info["uids"].real
         for p in psutil.process_iter(["uids", "cmdline"])
-        if p.info["uids"].real == uid and "jupyterhub-singleuser" in " ".join(p.info["cmdline"])
-    ]
-    assert servers, "no jupyterhub-singleuser process of the learner"
+        if p.info["uids"].real in uids and "jupyterhub-singleuser" in " ".join(p.info["cmdline"])
+    }
+    assert servers == uids, "a learner has no jupyterhub-singleuser process of their own"
     proc = hub_cli("stop", "--state", slurm_hub["state"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     queue = subprocess.run(
@@ -108,7 +116,7 @@ def test_a_learners_server_runs_as_a_slurm_job_and_goes_with_the_hub(slurm_hub):
     assert queue.strip() == ""
     deadline = time.monotonic() + 20  # slurmd ends the job's processes a moment after scancel
     while time.monotonic() < deadline and any(
-        p.uids().real == uid for p in psutil.process_iter() if p.is_running()
+        p.uids().real in uids for p in psutil.process_iter() if p.is_running()
     ):
         time.sleep(0.5)
-    assert not [p.cmdline() for p in psutil.process_iter() if p.uids().real == uid]
+    assert not [p.cmdline() for p in psutil.process_iter() if p.uids().real in uids]

@@ -17,6 +17,8 @@ the instructor guide reads (:func:`summary`; tests/hub/test_scale.py checks the 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -250,18 +252,34 @@ def summary(path: str = DATA) -> dict:
     }
 
 
-def run(learners: int, idle_timeout: int, at_once: int = 0, say=print) -> dict:
-    """A hub of its own for ``learners`` new accounts, :func:`measure`, then nothing left."""
+@dataclasses.dataclass
+class TrialHub:
+    """A running hub of :func:`temporary_hub`: its settings, learners, their homes, the roster file,
+    the hub's state and the run's private folder (``base``, removed afterwards)."""
+
+    settings: dict
+    names: list
+    homes: str
+    roster: str
+    state: State
+    base: str
+
+
+@contextlib.contextmanager
+def temporary_hub(learners: int, idle_timeout: int, prefix: str = "hvdscale", say=print):
+    """A hub of its own (TLS, on a free port) for ``learners`` new accounts ``PREFIX01``...; yields
+    a :class:`TrialHub`; afterwards the hub is stopped, the accounts and their
+    homes removed and the answer keys' modes put back."""
     server.require_root()
-    base = tempfile.mkdtemp(prefix="hvdscale-")
+    base = tempfile.mkdtemp(prefix=f"{prefix}-")
     os.chmod(base, 0o755)
     homes, state = os.path.join(base, "homes"), State(os.path.join(base, "state"))
     os.makedirs(homes, mode=0o755)
-    names = [f"hvdscale{i:02d}" for i in range(1, learners + 1)]
+    names = [f"{prefix}{i:02d}" for i in range(1, learners + 1)]
     clash = [n for n in names if _exists(n)]
     if clash:
         raise UsageError(
-            f"the account {clash[0]} exists already: remove the scale run's accounts first "
+            f"the account {clash[0]} exists already: remove the last run's accounts first "
             f"(python -m hvdcourse.course.hub remove needs its state) or userdel -r {clash[0]}"
         )
     roster = os.path.join(base, "roster.csv")
@@ -279,12 +297,7 @@ def run(learners: int, idle_timeout: int, at_once: int = 0, say=print) -> dict:
             idle_timeout=idle_timeout,
             say=say,
         )
-        record = measure(Hub.of(settings), settings, names, at_once=at_once, say=say)
-        left = server.stop(state, say=say)
-        record["processes_left_after_hub_stop"] = left
-        if left:
-            raise RunFailed(f"{left} process(es) of the hub were left after it stopped")
-        return record
+        yield TrialHub(settings, names, homes, roster, state, base)
     finally:
         server.stop(state)
         if os.path.exists(state.log):  # kept for a failed run's diagnosis
@@ -294,6 +307,17 @@ def run(learners: int, idle_timeout: int, at_once: int = 0, say=print) -> dict:
                 accounts.remove(name, None)
         shutil.rmtree(base, ignore_errors=True)
         private.restore(saved)
+
+
+def run(learners: int, idle_timeout: int, at_once: int = 0, say=print) -> dict:
+    """A hub of its own for ``learners`` new accounts, :func:`measure`, then nothing left."""
+    with temporary_hub(learners, idle_timeout, say=say) as trial:
+        record = measure(Hub.of(trial.settings), trial.settings, trial.names, at_once, say)
+        left = server.stop(trial.state, say=say)
+        record["processes_left_after_hub_stop"] = left
+        if left:
+            raise RunFailed(f"{left} process(es) of the hub were left after it stopped")
+        return record
 
 
 def _exists(name: str) -> bool:
