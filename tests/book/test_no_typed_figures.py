@@ -122,8 +122,8 @@ CONSTANTS = {
         "10 Gbit/s",
         "1.2 x",
     },
-    # the fault tests' bounds and stall-check settings, and the Slurm signal's lead time
-    "notebooks/10_fault_tolerance.md": {"30 s", "60 s", "5 s", "15 s", "120 s"},
+    # Horovod's default stall-check time, an exercise's restart time, and the Slurm signal's lead time
+    "notebooks/10_fault_tolerance.md": {"60 s", "120 s"},
     # Horovod's fusion buffer and DDP's first bucket: their defaults
     "notebooks/09_pytorch.md": {"128 MiB", "1 MiB"},
     # the memory of the source's GPUs (Titan RTX, V100)
