@@ -33,9 +33,10 @@ source "$ROOT/tools/setup_lib.sh"
 APT_PACKAGES=(build-essential cmake patch libopenmpi-dev openmpi-bin graphviz procps munge slurm-wlm
               slurm-wlm-basic-plugins numactl hwloc-nox prometheus prometheus-node-exporter bubblewrap
               openssh-server lmod)
-# what only the tests (browser tests, the Slurm exercise's shellcheck) and an instructor's lab
-# (`make lab-cluster`) need: installed when WITH_TEST_PACKAGES=1 (`make test`)
-TEST_APT_PACKAGES=(chromium shellcheck ansible-core)
+# what only the tests (browser tests, the Slurm exercise's shellcheck), an instructor's lab
+# (`make lab-cluster`) and the benchmark suite (Fashion-MNIST, offline in Debian's package, for part
+# ray_models) need: installed when WITH_TEST_PACKAGES=1 (`make test`)
+TEST_APT_PACKAGES=(chromium shellcheck ansible-core dataset-fashion-mnist)
 
 # 1. Python version ---------------------------------------------------------------------------------
 GET_PYTHON="get one with 'uv python install 3.12' (then make PYTHON=\$(uv python find 3.12)) or your system's python3.12 package"

@@ -43,13 +43,19 @@ class OneWriteParser(argparse.ArgumentParser):
 
 
 def training_parser(
-    description: str, checkpoints: bool = True, warmup: bool = True, live_metrics: bool = False
+    description: str,
+    checkpoints: bool = True,
+    warmup: bool = True,
+    live_metrics: bool = False,
+    models: bool = False,
 ) -> argparse.ArgumentParser:
     """The options every trainer shares, with the same names so the scripts read alike.
 
     ``checkpoints=False`` leaves out ``--checkpoint-dir`` and ``--no-resume`` (``train_elastic`` keeps
     its state in memory); ``warmup=False`` leaves out ``--warmup-epochs``; ``live_metrics=True`` adds
-    ``--metrics-port`` (for the trainers that serve :mod:`hvdcourse.examples.live_metrics`).
+    ``--metrics-port`` (for the trainers that serve :mod:`hvdcourse.examples.live_metrics`);
+    ``models=True`` adds ``--model`` (the trainers of the framework comparison: the course's CNN, or
+    the Horovod-and-Ray benchmark's ResNet-50 or MobileNetV2).
     """
     p = OneWriteParser(description=description)
     p.add_argument("--epochs", type=positive_int, default=3, help="number of epochs (default 3)")
@@ -82,6 +88,16 @@ def training_parser(
     p.add_argument(
         "--download", action="store_true", help="try downloading MNIST if it is not cached"
     )
+    if models:
+        from hvdcourse.examples.model import MODELS
+
+        p.add_argument(
+            "--model",
+            choices=MODELS,
+            default=MODELS[0],
+            help="the model: the course's CNN (default), or ResNet-50 or MobileNetV2 (untrained) "
+            "on the images padded to 32x32",
+        )
     if checkpoints:
         p.add_argument(
             "--checkpoint-dir",

@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 
 
-def build_model(width: int = 16):
-    """Conv-pool-conv-pool-dense classifier for 1x28x28 inputs, 10 classes (logits)."""
+def build_model(name: str = "cnn", width: int = 16):
+    """The model ``name`` (one of :data:`hvdcourse.examples.model.MODELS`) for 1x28x28 inputs, 10
+    classes (logits); ``width``: the CNN's first filters."""
     from torch import nn
+
+    if name != "cnn":
+        return build_application(name)
 
     return nn.Sequential(
         nn.Conv2d(1, width, 3),
@@ -27,6 +31,23 @@ def build_model(width: int = 16):
         nn.ReLU(),
         nn.Linear(64, 10),
     )
+
+
+def build_application(name: str):
+    """ResNet-50 or MobileNetV2 behind a layer that pads the 1x28x28 images to 1x32x32."""
+    from torch import nn
+
+    from hvdcourse.examples import torch_applications
+    from hvdcourse.examples.model import MODELS
+    from hvdcourse.runtime.errors import UsageError
+
+    applications = {
+        "resnet50": torch_applications.resnet50,
+        "mobilenetv2": torch_applications.mobilenet_v2,
+    }
+    if name not in applications:
+        raise UsageError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    return nn.Sequential(nn.ZeroPad2d(2), applications[name](num_classes=10))
 
 
 def loss_fn():

@@ -19,7 +19,7 @@ from hvdcourse.runtime import devices
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: extra Keras callbacks (e.g. a profiler, see :mod:`hvdcourse.course.lessons.timeline`)."""
     args = training_parser(
-        "Train the course's MNIST CNN with Horovod on N workers.", live_metrics=True
+        "Train the course's MNIST CNN with Horovod on N workers.", live_metrics=True, models=True
     ).parse_args(argv)
 
     # The frameworks are imported here, after the options: --help and a wrong option answer at once.
@@ -56,7 +56,7 @@ def main(argv=None, callbacks=()) -> int:
     x_test = data.shard(x_test, hvd.rank(), hvd.size())
     y_test = data.shard(y_test, hvd.rank(), hvd.size())
 
-    model = build_model()
+    model = build_model(args.model)
     # Horovod: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
     lr = training.scaled_lr(args.lr, hvd.size(), "adam")
     optimizer = tf.keras.optimizers.Adam(learning_rate=lr)

@@ -161,7 +161,9 @@ def main(argv=None, callbacks=()) -> int:
     new processes)."""
     from hvdcourse.examples.cli import positive_int, training_parser
 
-    parser = training_parser("Train the course's MNIST CNN with MultiWorkerMirroredStrategy.")
+    parser = training_parser(
+        "Train the course's MNIST CNN with MultiWorkerMirroredStrategy.", models=True
+    )
     parser.add_argument(
         "--workers",
         type=positive_int,
@@ -214,7 +216,7 @@ def main(argv=None, callbacks=()) -> int:
 
     # MWMS: variables created in the strategy's scope are mirrored on every worker.
     with strategy.scope():
-        model = course_model.build_model()
+        model = course_model.build_model(args.model)
         # MWMS: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
         lr = training.scaled_lr(args.lr, workers, "adam")
         optimizer = tf.keras.optimizers.Adam(

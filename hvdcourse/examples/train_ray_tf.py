@@ -64,7 +64,7 @@ def train_loop(config: dict) -> None:
     steps = training.steps_per_epoch(len(x_train), args.batch_size, workers, args.max_steps)
 
     with strategy.scope():  # MWMS: variables created here are mirrored on every worker
-        model = course_model.build_model()
+        model = course_model.build_model(args.model)
         # MWMS: the effective batch is N times larger; Adam's rate grows by sqrt(N)
         lr = training.scaled_lr(args.lr, workers, "adam")
         optimizer = tf.keras.optimizers.Adam(
@@ -159,7 +159,9 @@ def main(argv=None, callbacks=()) -> int:
     from hvdcourse.examples.cli import training_parser
 
     parser = ray_local.add_ray_options(
-        training_parser("Train the course's MNIST CNN with Ray Train's TensorflowTrainer (MWMS).")
+        training_parser(
+            "Train the course's MNIST CNN with Ray Train's TensorflowTrainer (MWMS).", models=True
+        )
     )
     args = parser.parse_args(argv)
 

@@ -73,7 +73,7 @@ def train_loop(config: dict) -> None:
     loader = DataLoader(train_set, batch_size=args.batch_size, sampler=sampler, drop_last=True)
     steps = training.steps_per_epoch(len(train_set), args.batch_size, size, args.max_steps)
 
-    model = torch_model.build_model()
+    model = torch_model.build_model(args.model)
     # DDP: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
     lr = training.scaled_lr(args.lr, size, "adam")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -182,7 +182,9 @@ def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: objects with ``on_train_batch_begin``/``_end(step, model, optimizer)``,
     sent to every worker (they must pickle)."""
     parser = ray_local.add_ray_options(
-        training_parser("Train the course's MNIST CNN with Ray Train's TorchTrainer (DDP).")
+        training_parser(
+            "Train the course's MNIST CNN with Ray Train's TorchTrainer (DDP).", models=True
+        )
     )
     args = parser.parse_args(argv)
 

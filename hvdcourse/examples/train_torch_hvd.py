@@ -19,7 +19,9 @@ from hvdcourse.runtime import devices
 def main(argv=None, callbacks=()) -> int:
     """Train; ``callbacks``: objects with ``on_train_batch_begin``/``_end(step, model, optimizer)``."""
     args = training_parser(
-        "Train the course's MNIST CNN with PyTorch and Horovod on N workers.", live_metrics=True
+        "Train the course's MNIST CNN with PyTorch and Horovod on N workers.",
+        live_metrics=True,
+        models=True,
     ).parse_args(argv)
 
     # The frameworks are imported here, after the options: --help and a wrong option answer at once.
@@ -57,7 +59,7 @@ def main(argv=None, callbacks=()) -> int:
     # Horovod: N ranks make one pass over the data in N times fewer steps, the same number on each.
     steps = training.steps_per_epoch(len(train_set), args.batch_size, hvd.size(), args.max_steps)
 
-    model = torch_model.build_model().to(device)
+    model = torch_model.build_model(args.model).to(device)
     # Horovod: the effective batch is N times larger, so the rate grows: for Adam, by sqrt(N).
     lr = training.scaled_lr(args.lr, hvd.size(), "adam")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)

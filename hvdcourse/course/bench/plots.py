@@ -229,3 +229,38 @@ def frameworks_bars(doc: dict):
     )
     fig.tight_layout()
     return fig
+
+
+def slurm_scaling(doc: dict, max_nodes: int = 8):
+    """images/s and scaling efficiency against nodes, per batch, of a ``slurm_scaling`` document,
+    on the ELKH Cloud talk's axis of 1-``max_nodes`` nodes, with the ideal lines."""
+    plt = _plt()
+    fig, (rate_ax, eff_ax) = plt.subplots(1, 2, figsize=(9, 3.4))
+    nodes = list(range(1, max_nodes + 1))
+    for i, batch in enumerate(sorted({r["batch_per_rank"] for r in doc["efficiency"]})):
+        rows = sorted(
+            (r for r in doc["efficiency"] if r["batch_per_rank"] == batch), key=lambda r: r["nodes"]
+        )
+        color = f"C{i}"
+        xs = [r["nodes"] for r in rows]
+        rate_ax.plot(
+            xs, [r["images_per_s"] for r in rows], "o-", color=color, label=f"batch {batch}"
+        )
+        one = next((r["images_per_s"] for r in rows if r["nodes"] == 1), None)
+        if one:
+            rate_ax.plot(
+                nodes, [n * one for n in nodes], ":", color=color, label=f"ideal, batch {batch}"
+            )
+        eff_ax.plot(xs, [r["efficiency"] for r in rows], "o-", color=color, label=f"batch {batch}")
+    eff_ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
+    for ax in (rate_ax, eff_ax):
+        ax.set_xlabel("nodes (one rank each)")
+        ax.set_xticks(nodes)
+        ax.set_xlim(0.5, max_nodes + 0.5)
+        ax.legend(fontsize=8)
+    rate_ax.set_ylabel("images/s (median)")
+    eff_ax.set_ylabel("scaling efficiency")
+    eff_ax.set_ylim(0, 1.1)
+    fig.suptitle("ResNet-20, synthetic CIFAR-shaped data, local Slurm cluster", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -16,7 +16,17 @@ import os
 from hvdcourse.runtime.paths import BOOK_DATA
 
 RESULTS_DIR = os.path.join(BOOK_DATA, "bench")  # where `make bench` writes, the lesson reads
-FILES = ("throughput", "tuning", "allreduce", "monitor", "frameworks", "ray", "ps_ring")
+FILES = (
+    "throughput",
+    "tuning",
+    "allreduce",
+    "monitor",
+    "frameworks",
+    "ray",
+    "ray_models",
+    "ps_ring",
+    "slurm_scaling",
+)
 TARGETS = {
     "efficiency_2_ranks": 0.90,  # Horovod 2 ranks >= 90% of 2 x plain Keras on one core
     "hvd_1_rank_vs_keras": 0.97,  # Horovod 1 rank within 3% of plain Keras

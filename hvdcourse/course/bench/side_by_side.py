@@ -42,11 +42,20 @@ TABLES = (
 )
 
 
-def train_args(batch: int, epochs: int = EPOCHS, max_steps: int | None = MAX_STEPS) -> list:
+def train_args(
+    batch: int,
+    epochs: int = EPOCHS,
+    max_steps: int | None = MAX_STEPS,
+    model: str = "cnn",
+    data: str | None = None,
+) -> list:
     """The options every trainer gets: per-worker batch, epochs, and one thread per worker (a worker
-    is one core, as it would be one GPU: 2 workers use twice the cores of 1)."""
+    is one core, as it would be one GPU: 2 workers use twice the cores of 1); the model, and the
+    data file when it is not the course's MNIST."""
     args = ["--epochs", str(epochs), "--batch-size", str(batch), "--lr", "2e-3", "--threads", "1"]
-    return args + (["--max-steps", str(max_steps)] if max_steps else [])
+    args += ["--max-steps", str(max_steps)] if max_steps else []
+    args += ["--model", model] if model != "cnn" else []
+    return args + (["--data", data] if data else [])
 
 
 def measure(
@@ -57,37 +66,46 @@ def measure(
     max_steps: int | None = MAX_STEPS,
     timeout: float = 600,
     log=print,
+    model: str = "cnn",
+    data: str | None = None,
 ) -> list:
     """One row per (batch, workers, framework): framework_compare's row plus ``key``, ``batch``,
-    ``load_average_before``; a failed run is a row with ``error`` and the run's last lines."""
+    ``load_average_before`` (and ``model`` when not the CNN); a failed run is a row with ``error``
+    and the run's last lines. ``data``: a data file for ``--data`` (default: the course's MNIST)."""
     rows = []
-    cwd = tempfile.mkdtemp(prefix="hvdcourse-side-by-side-")
-    for batch in batches:
-        for np in workers:
-            for key in frameworks:
-                load = machine.load_average()
-                args = train_args(batch, epochs, max_steps)
-                run = framework_compare.run(key, np, args, timeout=timeout, cwd=cwd)
-                common = {"key": key, "batch": batch, "load_average_before": load}
-                try:
-                    row = {**framework_compare.row(key, np, run), **common}
-                    log(
-                        f"  {row['framework']:22s} {np} worker(s) batch {batch:4d}: "
-                        f"{row['images/s']:8.0f} images/s, {row['train s']:6.1f} s, accuracy "
-                        f"{row['test accuracy']:.4f} (load {load[0]})"
-                    )
-                except Exception as err:  # a failed run is recorded, the others go on
-                    row = {
-                        "framework": framework_compare.lookup(key).label,
-                        "ranks": np,
-                        **common,
-                        "error": str(err).splitlines()[0],
-                        "output_tail": run.output.strip().splitlines()[-15:],
-                    }
-                    log(f"  ! {key} {np} worker(s) batch {batch}: {row['error']}")
-                    log("    " + "\n    ".join(row["output_tail"][-6:]))
-                rows.append(row)
+    with tempfile.TemporaryDirectory(prefix="hvdcourse-side-by-side-") as cwd:  # checkpoints
+        for batch in batches:
+            for np in workers:
+                for key in frameworks:
+                    args = train_args(batch, epochs, max_steps, model, data)
+                    extra = {"model": model} if model != "cnn" else {}
+                    rows.append(measure_one(key, np, batch, args, timeout, cwd, log, extra))
     return rows
+
+
+def measure_one(key: str, np: int, batch: int, args, timeout, cwd, log=print, extra=None) -> dict:
+    """One run of :func:`measure` and its row (``extra``: more fields for the row)."""
+    load = machine.load_average()
+    run = framework_compare.run(key, np, args, timeout=timeout, cwd=cwd)
+    common = {"key": key, "batch": batch, "load_average_before": load, **(extra or {})}
+    try:
+        row = {**framework_compare.row(key, np, run), **common}
+        log(
+            f"  {row['framework']:22s} {np} worker(s) batch {batch:4d}: "
+            f"{row['images/s']:8.1f} images/s, {row['train s']:6.1f} s, accuracy "
+            f"{row['test accuracy']:.4f} (load {load[0]})"
+        )
+    except Exception as err:  # a failed run is recorded, the others go on
+        row = {
+            "framework": framework_compare.lookup(key).label,
+            "ranks": np,
+            **common,
+            "error": str(err).splitlines()[0],
+            "output_tail": run.output.strip().splitlines()[-15:],
+        }
+        log(f"  ! {key} {np} worker(s) batch {batch}: {row['error']}")
+        log("    " + "\n    ".join(row["output_tail"][-6:]))
+    return row
 
 
 def value(rows: list, key: str, np: int, batch: int, column: str = "images/s"):

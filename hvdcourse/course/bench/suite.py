@@ -19,8 +19,15 @@
   training time, test accuracy and images/s of Horovod, the framework's own strategy (MWMS, DDP) and
   Ray Train, Keras and PyTorch, at 1 and 2 workers, batch 32 and 128, training runs of the learner
   scripts (2 epochs of at most 30 steps); and Ray Train at 2 workers as a ratio beside each peer;
+* ``ray_models.json``: the same six trainers with the source benchmark's own models
+  (:mod:`hvdcourse.course.bench.source_models`): ResNet-50 on MNIST and MobileNetV2 on Fashion-MNIST
+  (Debian's ``dataset-fashion-mnist``), padded to 32x32, at 1 and 2 workers, batch 32, 2 epochs of a
+  few steps;
 * ``ps_ring.json``: a parameter-server step, the course's ring and ``hvd.allreduce`` timed on 2, 3 and
-  4 ranks over message sizes (:mod:`hvdcourse.course.bench.ps_ring`), for lesson 03's alpha-beta fit.
+  4 ranks over message sizes (:mod:`hvdcourse.course.bench.ps_ring`), for lesson 03's alpha-beta fit;
+* ``slurm_scaling.json``: the ELKH Cloud talk's methodology (:mod:`hvdcourse.course.bench.slurm_scaling`):
+  ResNet-20 on synthetic CIFAR-shaped data, images/s and scaling efficiency at batch 32 and 196 per
+  rank, on 1 and 2 nodes of the local Slurm cluster.
 
 Each file starts with the machine (CPU, cores, memory, OS, versions, date, load average). Every run
 goes through :func:`hvdcourse.runtime.launch.run_ranks` (timeouts, no stray processes). ``--quick`` runs a
@@ -39,12 +46,21 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from hvdcourse.course.bench import ps_ring, results, side_by_side
+from hvdcourse.course.bench import ps_ring, results, side_by_side, slurm_scaling, source_models
 from hvdcourse.runtime import machine
 from hvdcourse.course.bench.monitor import CpuMonitor
 from hvdcourse.runtime.errors import UsageError, run_cli
 
-PARTS = ("main", "tuning", "allreduce", "frameworks", "ray", "ps_ring")
+PARTS = (
+    "main",
+    "tuning",
+    "allreduce",
+    "frameworks",
+    "ray",
+    "ray_models",
+    "ps_ring",
+    "slurm_scaling",
+)
 # modes measured by hvdcourse.course.bench.torch_throughput (the others by ...bench.throughput)
 TORCH_MODES = ("torch", "torch-hvd", "ddp")
 BATCH = 256  # per-rank batch of the main comparison (the batch sweep shows why)
@@ -655,6 +671,8 @@ def run_suite(
             "ladder": ladder_configs(),
             "sweeps": sweep_configs(),
             "frameworks": framework_configs(),
+            "ray_models": {},
+            "slurm_scaling": {},
             "ray": {
                 "frameworks": side_by_side.KERAS + side_by_side.TORCH,
                 "batches": side_by_side.BATCHES,
@@ -712,6 +730,20 @@ def run_suite(
         for title, table in side_by_side.tables(docs["ray"]):
             log(f"{title}\n{table.to_string()}")
         log(side_by_side.ratio_table(docs["ray"]).to_string())
+    if "ray_models" in parts and "ray_models" in configs:
+        log("ray_models: the six trainers with ResNet-50 (MNIST) and MobileNetV2 (Fashion-MNIST)")
+        measured = source_models.measure(**configs["ray_models"], log=log)
+        docs["ray_models"] = {**header, **measured}
+        for title, table in source_models.tables(docs["ray_models"]):
+            log(f"{title}\n{table.to_string()}")
+    if "slurm_scaling" in parts and "slurm_scaling" in configs:
+        log(
+            "slurm_scaling: ResNet-20, synthetic CIFAR-shaped data, batch 32 and 196, 1 and 2 nodes"
+        )
+        docs["slurm_scaling"] = {
+            **header,
+            **slurm_scaling.measure(**configs["slurm_scaling"], log=log),
+        }
     if "ps_ring" in parts:
         log("ps_ring: parameter server, ring and hvd.allreduce on 2-4 ranks")
         docs["ps_ring"] = {**header, **ps_ring.measure(settings.quick, settings.timeout, log)}

@@ -321,7 +321,7 @@ def keras_rank_main(argv) -> int:
     if argv[:1] == ["--trainer"]:
         trainer, argv = argv[1], argv[2:]
     argv = argv[1:] if argv[:1] == ["--"] else argv
-    parser = cli.training_parser(trainer)
+    parser = cli.training_parser(trainer, models=True)
     parser.add_argument("--cluster")  # MWMS: the workers' addresses
     args = parser.parse_args(argv)
     main = importlib.import_module(f"hvdcourse.examples.{trainer}").main
