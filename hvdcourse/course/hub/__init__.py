@@ -9,7 +9,9 @@
 - :mod:`~hvdcourse.course.hub.server`: start and stop; :mod:`~hvdcourse.course.hub.api`: the REST API;
 - :mod:`~hvdcourse.course.hub.cli`: the command line;
 - :mod:`~hvdcourse.course.hub.scale`: 30 learners' servers started, measured and culled (the
-  instructor guide's figures).
+  instructor guide's figures);
+- :mod:`~hvdcourse.course.hub.class_round`: 30 learners taken through release, collect, grade and
+  return on such a hub (the instructor guide's figures).
 
 Also:
 

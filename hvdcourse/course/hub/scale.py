@@ -177,12 +177,7 @@ def measure(hub: Hub, settings: dict, names: list, at_once: int = 0, say=print) 
             + "; ".join(f"pid {pid} {cmd[:80]}" for pid, cmd in processes.describe(left[:5]))
         )
     return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": {
-            "cpu": machine.cpu_model(),
-            "cores": os.cpu_count(),
-            "memory_gib": machine.memory_gib(),
-        },
+        **stamp(),
         "load_average_before": load_before,
         "load_average_after": machine.load_average(),
         "learners": len(names),
@@ -228,15 +223,32 @@ FIELDS = (
 )
 
 
-def write_record(record: dict, path: str) -> None:
-    """Write ``record`` (a whole run's: every field of :data:`FIELDS`, no other) to ``path``."""
-    odd = sorted(set(FIELDS) ^ set(record))
+def stamp() -> dict:
+    """The date and the machine a record was made on."""
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": {
+            "cpu": machine.cpu_model(),
+            "cores": os.cpu_count(),
+            "memory_gib": machine.memory_gib(),
+        },
+    }
+
+
+def write_fields(record: dict, fields: tuple, path: str) -> None:
+    """Write ``record`` to ``path`` as JSON if its fields are exactly ``fields`` (the code's)."""
+    odd = sorted(set(fields) ^ set(record))
     if odd:
-        raise RunFailed(f"the scale record's fields differ from scale.FIELDS: {', '.join(odd)}")
+        raise RunFailed(f"the record's fields differ from the code's list: {', '.join(odd)}")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(record, fh, indent=1)
         fh.write("\n")
+
+
+def write_record(record: dict, path: str) -> None:
+    """Write ``record`` (a whole run's: every field of :data:`FIELDS`, no other) to ``path``."""
+    write_fields(record, FIELDS, path)
 
 
 def summary(path: str = DATA) -> dict:
