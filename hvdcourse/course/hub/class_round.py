@@ -313,7 +313,10 @@ def summary(path: str = DATA) -> dict:
         **record,
         "day": record["date"][:10],
         "load": record["load_average_before"][0],
-        "loaded": record["load_average_before"][0] > record["machine"]["cores"],
+        "load_after": record["load_average_after"][0],
+        # busy before or after: other work shared the cores with the grading
+        "loaded": max(record["load_average_before"][0], record["load_average_after"][0])
+        > record["machine"]["cores"],
         "graded": graded,
         "grade_per_notebook_s": record["seconds"]["grade"] / graded,
         "slurm_speedup": record["slurm_grade_s"]["1"] / record["slurm_grade_s"]["2"],
