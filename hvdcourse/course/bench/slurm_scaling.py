@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -148,7 +148,8 @@ def measure(
     from hvdcourse.runtime import machine
 
     work = tempfile.mkdtemp(prefix="hvdcourse-slurm-scaling-")
-    cluster = LocalCluster(os.path.join(work, "cluster"))
+    # a folder of its own: start() opens it to munged's socket, which a private parent would block
+    cluster = LocalCluster(tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp"))
     rows = []
     try:
         cluster.start(timeout=120)
@@ -194,6 +195,7 @@ def measure(
                 )
     finally:
         cluster.stop(quiet=True, remove=True)
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "model": "resnet20",
         "data": "synthetic, 32x32x3",
