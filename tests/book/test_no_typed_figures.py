@@ -209,7 +209,7 @@ RATIO_CONSTANTS = {
     # one worker of two doing the steps of both
     "notebooks/15_ray_train.md": {"twice as many steps"},
     # the grading rule itself (a bound the checks are held to), not a measured ratio
-    "book/instructor_guide.md": {"a quarter of an exercise's"},
+    "book/instructor_guide.md": {"a quarter of an exercise's", "a quarter of them for"},
 }
 
 

@@ -15,6 +15,8 @@
 
 Also:
 
+* :mod:`~hvdcourse.course.bench.fashion_mnist`: Fashion-MNIST offline, from Debian's
+  ``dataset-fashion-mnist`` package (lesson: Horovod and Ray Train, side by side).
 * :mod:`~hvdcourse.course.bench.grading_throughput`: How fast the grader grades: runs of
   ``hvdcourse-grade`` measured and recorded (lesson: Instructor guide).
 * :mod:`~hvdcourse.course.bench.plots`: Plots of the benchmark results (lesson: Measuring
@@ -24,6 +26,11 @@ Also:
 * :mod:`~hvdcourse.course.bench.side_by_side`: Horovod, the framework's own strategy and Ray Train
   on one problem: the source benchmark's three tables rerun (lesson: Horovod and Ray Train, side by
   side).
+* :mod:`~hvdcourse.course.bench.slurm_scaling`: The ELKH Cloud talk's methodology (images/s and
+  scaling efficiency at batch 32 and 196) on the local Slurm cluster's 1 and 2 nodes (lesson:
+  Measuring performance: going further).
+* :mod:`~hvdcourse.course.bench.source_models`: The Horovod-and-Ray benchmark rerun with its own
+  models, ResNet-50 and MobileNetV2 (lesson: Horovod and Ray Train, side by side).
 * :mod:`~hvdcourse.course.bench.suite`: The course's benchmark suite, one command (``make bench``;
   lesson: Measuring performance).
 """

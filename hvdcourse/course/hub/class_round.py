@@ -195,13 +195,17 @@ def _scores(results: str) -> dict:
         }
 
 
+def _local_results(course: str) -> str:
+    """The results folder of the class's last ``hvdcourse-class grade``."""
+    return sorted(glob.glob(os.path.join(course, "grading", "*", "results")))[-1]
+
+
 def grade_per_node(course: str, base: str, say=print) -> dict:
     """The collected notebooks graded again on the local Slurm cluster (``hvdcourse-grade --slurm``:
     one array task per learner), on one node, then on both: the time each took, and whether the
     scores equal the local grading's. Both nodes are this machine (one CPU each), so the second
     node adds one CPU, as a second machine of one core would."""
-    local = sorted(glob.glob(os.path.join(course, "grading", "*", "results")))[-1]
-    expected = _scores(local)
+    expected = _scores(_local_results(course))
     cluster = LocalCluster(os.path.join(base, "slurm"))
     seconds, same = {}, True
     try:
@@ -246,7 +250,8 @@ def judge_outcome(course: str, learners: dict, kinds: dict) -> dict:
     with open(os.path.join(course, "collected.json"), encoding="utf-8") as fh:
         collected = json.load(fh)[EXERCISE]
     points = {n: float(rows[n][column] or 0) for n in learners}
-    full = max(points.values())
+    # the exercise's points (a notebook that could not be read has a row worth nothing)
+    full = max(float(row["max"] or 0) for row in _scores(_local_results(course)).values())
     problems, feedback, closed = [], {}, 0
     for name, learner in learners.items():
         kind, got = kinds[name], points[name]
@@ -279,7 +284,7 @@ def judge_outcome(course: str, learners: dict, kinds: dict) -> dict:
     if keys_closed != len(learners):
         problems.append(f"{len(learners) - keys_closed} learner(s) can read the answer key {key}")
     if full <= 0:
-        problems.insert(0, "no learner earned any point: the grader did not run the checks")
+        problems.insert(0, f"{EXERCISE} is worth no point: the grader did not run its checks")
     if problems:
         raise RunFailed(
             f"{len(problems)} wrong outcome(s) of the class round: " + "; ".join(problems[:6])
@@ -313,10 +318,8 @@ def summary(path: str = DATA) -> dict:
         **record,
         "day": record["date"][:10],
         "load": record["load_average_before"][0],
-        "load_after": record["load_average_after"][0],
-        # busy before or after: other work shared the cores with the grading
-        "loaded": max(record["load_average_before"][0], record["load_average_after"][0])
-        > record["machine"]["cores"],
+        "load_after": record["load_average_after"][0],  # (the round's own processes count in it)
+        "loaded": record["load_average_before"][0] > record["machine"]["cores"],
         "graded": graded,
         "grade_per_notebook_s": record["seconds"]["grade"] / graded,
         "slurm_speedup": record["slurm_grade_s"]["1"] / record["slurm_grade_s"]["2"],
