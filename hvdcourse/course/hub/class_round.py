@@ -38,6 +38,7 @@ import time
 
 from hvdcourse.course.classroom import cli as class_cli
 from hvdcourse.course.classroom import roster
+from hvdcourse.course.grading.report import max_points
 from hvdcourse.course.hub import scale
 from hvdcourse.course.services.slurm_cluster import NODES, LocalCluster
 from hvdcourse.runtime import machine
@@ -250,8 +251,8 @@ def judge_outcome(course: str, learners: dict, kinds: dict) -> dict:
     with open(os.path.join(course, "collected.json"), encoding="utf-8") as fh:
         collected = json.load(fh)[EXERCISE]
     points = {n: float(rows[n][column] or 0) for n in learners}
-    # the exercise's points (a notebook that could not be read has a row worth nothing)
-    full = max(float(row["max"] or 0) for row in _scores(_local_results(course)).values())
+    ex_id = EXERCISE.split("_", 1)[0]
+    full = float(max_points({ex_id: None})[ex_id])  # the exercise's points, from its check
     problems, feedback, closed = [], {}, 0
     for name, learner in learners.items():
         kind, got = kinds[name], points[name]
