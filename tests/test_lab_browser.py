@@ -45,10 +45,14 @@ def _cells_before_shutdown(path: str) -> int:
     for index, cell in enumerate(cells):
         if "hvd.shutdown()" in cell.split("```")[0]:
             return index
-    raise AssertionError(f"{path} has no code cell with hvd.shutdown(): the test runs up to that cell")
+    raise AssertionError(
+        f"{path} has no code cell with hvd.shutdown(): the test runs up to that cell"
+    )
 
 
-RUN_THROUGH = _cells_before_shutdown(os.path.join(ROOT, LESSON))  # code cells run (module docstring)
+RUN_THROUGH = _cells_before_shutdown(
+    os.path.join(ROOT, LESSON)
+)  # code cells run (module docstring)
 SCREENSHOT = os.path.join(BUILD, "lab", "screenshot.png")  # kept for the closing note
 MARK = "HVDCOURSE_LAB_TEST"
 # JupyterLab user settings for the test: every cell in the page (no virtual scrolling, so the test
