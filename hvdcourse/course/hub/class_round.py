@@ -37,7 +37,7 @@ import sys
 import time
 
 from hvdcourse.course.classroom import cli as class_cli
-from hvdcourse.course.classroom import roster
+from hvdcourse.course.classroom import layout, roster
 from hvdcourse.course.grading.report import max_points
 from hvdcourse.course.hub import scale
 from hvdcourse.course.services.slurm_cluster import NODES, LocalCluster
@@ -198,7 +198,7 @@ def _scores(results: str) -> dict:
 
 def _local_results(course: str) -> str:
     """The results folder of the class's last ``hvdcourse-class grade``."""
-    return sorted(glob.glob(os.path.join(course, "grading", "*", "results")))[-1]
+    return sorted(glob.glob(os.path.join(layout.Course(course).grading, "*", "results")))[-1]
 
 
 def grade_per_node(course: str, base: str, say=print) -> dict:
@@ -216,7 +216,12 @@ def grade_per_node(course: str, base: str, say=print) -> dict:
             pin = [f"--sbatch=--nodelist={NODES[0]}"] if nodes == 1 else []
             began = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "hvdcourse.course.grading.grader", course_submitted(course)]
+                [
+                    sys.executable,
+                    "-m",
+                    "hvdcourse.course.grading.grader",
+                    layout.Course(course).submitted,
+                ]
                 + ["--out", out, "--slurm", "--slurm-wait", str(SLURM_WAIT), *pin],
                 env=cluster.env(),
                 capture_output=True,
@@ -235,11 +240,6 @@ def grade_per_node(course: str, base: str, say=print) -> dict:
     if not same:
         raise RunFailed("grading on the Slurm cluster gave other scores than grading locally")
     return {"slurm_grade_s": seconds, "slurm_same_scores": same}
-
-
-def course_submitted(course: str) -> str:
-    """The folder ``hvdcourse-class collect`` fills (one folder per learner)."""
-    return os.path.join(course, "submitted")
 
 
 def judge_outcome(course: str, learners: dict, kinds: dict) -> dict:
