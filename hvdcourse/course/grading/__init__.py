@@ -1,7 +1,7 @@
 """Grading a class's exercise notebooks (``hvdcourse-grade``); see :mod:`hvdcourse.course.grading.grader`.
 
 Cut by stage and by process: the command reads its :mod:`~hvdcourse.course.grading.options` and
-grades :mod:`~hvdcourse.course.grading.local`\ ly or as a :mod:`~hvdcourse.course.grading.slurm`
+grades locally (:mod:`~hvdcourse.course.grading.local`) or as a :mod:`~hvdcourse.course.grading.slurm`
 array; each notebook goes to a :mod:`~hvdcourse.course.grading.runner` (a :class:`~hvdcourse.course.grading.job.Job`
 in, a report out), then to the :mod:`~hvdcourse.course.grading.judge`; the
 :mod:`~hvdcourse.course.grading.report` writes scores and feedback. Its modules:
