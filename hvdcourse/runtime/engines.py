@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-from hvdcourse.runtime.mpienv import launch_env, require_mpi
+from hvdcourse.runtime.mpienv import MPI_YIELD, launch_env, require_mpi
 from hvdcourse.runtime.paths import ROOT
 
 START_TIMEOUT = 120  # seconds for the controller and every engine to come up
@@ -160,6 +160,7 @@ class MPIEngines:
                 "IPYTHONDIR": self.ipython_dir,
                 "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
                 "MPLBACKEND": "Agg",
+                **{k: os.environ.get(k, v) for k, v in MPI_YIELD.items()},  # idle between cells
                 **self.extra_env,
             }
         )
