@@ -15,8 +15,6 @@ import time
 
 import pytest
 
-from hvdcourse.runtime.mpienv import MPI_YIELD
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
 
@@ -193,16 +191,8 @@ class _BookLast:
         _order_book_last(config, items)
 
 
-# The test session shares 2 cores between the book build and a test's ranks: every MPI rank a test
-# starts yields its core while it waits instead of busy-polling (see hvdcourse.runtime.mpienv.MPI_YIELD;
-# no test asserts a duration). A value the caller set is kept. The book build gets the environment
-# without it: it is what `make book` runs.
-SESSION_SETS = {k: v for k, v in MPI_YIELD.items() if k not in os.environ}
-
-
 def pytest_configure(config):
     set_session_marker(config)  # before anything starts a process
-    os.environ.update(SESSION_SETS)
     config.pluginmanager.register(_BookLast(), "hvdcourse-book-last")
     if is_controller(config) and book_tests_selected(config) and not config.option.collectonly:
         start_book_build()

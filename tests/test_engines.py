@@ -49,14 +49,26 @@ def test_two_engines_are_one_mpi_job_and_stop_leaves_no_process_or_folder():
             and "mpirun" in commands
         )
         engines.view.execute(
-            "from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)"
+            "from mpi4py import MPI; me = (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size)\n"
+            "import os; yields = os.environ.get('OMPI_MCA_mpi_yield_when_idle')"
         )
         assert engines.view.pull("me") == [(0, 2), (1, 2)]
+        # idle between cells, a rank with Horovod initialised would otherwise keep a core busy
+        assert engines.view.pull("yields") == ["1", "1"]
     finally:
         assert engines.stop() == 0
     assert wait_until_gone(pids) == []
     assert not os.path.exists(folder), "the temporary IPython folder outlived stop()"
     assert engines.stop() == 0, "a second stop must be harmless"
+
+
+def test_a_yield_setting_of_the_caller_or_the_environment_wins(monkeypatch):
+    monkeypatch.setenv("OMPI_MCA_mpi_yield_when_idle", "0")
+    assert MPIEngines()._engine_env()["OMPI_MCA_mpi_yield_when_idle"] == "0"
+    monkeypatch.delenv("OMPI_MCA_mpi_yield_when_idle")
+    assert MPIEngines()._engine_env()["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    asked = MPIEngines(env={"OMPI_MCA_mpi_yield_when_idle": "0"})._engine_env()
+    assert asked["OMPI_MCA_mpi_yield_when_idle"] == "0"
 
 
 def test_px_cell_runs_on_every_engine_and_stop_engines_forgets_the_cluster():

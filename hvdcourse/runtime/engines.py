@@ -69,7 +69,10 @@ class MPIEngines:
     ``activate=True`` registers the ``%px`` / ``%%px`` magics (only inside IPython/Jupyter), without
     progress bars and with each rank's output shown when the cell ends (``%pxconfig --progress-after 2
     --stream`` brings back both).
-    ``timeout`` bounds the start-up. ``env`` adds environment variables for the engines.
+    ``timeout`` bounds the start-up. ``env`` adds environment variables for the engines. The engines
+    yield their core while they wait (:data:`~hvdcourse.runtime.mpienv.MPI_YIELD`, unless the
+    environment or ``env`` sets it): between cells an engine with Horovod initialised would
+    otherwise keep a core busy.
     Everything lives in a temporary IPYTHONDIR that :meth:`stop` removes.
     """
 

@@ -33,8 +33,9 @@ _MPI_DEFAULTS = {
 # Open MPI busy-polls while a rank waits, and Horovod's background thread waits in MPI every cycle
 # even with nothing to reduce: an idle rank keeps a core busy. On a 2-core machine two idle ranks
 # took 44% of what a CPU-bound pair of processes beside them got done (measured 2026-11-27; 16% with
-# this setting). Interactive engines and test runs, which sit idle or share the machine, set it;
-# launch_env does not, because the performance lesson measures both settings.
+# this setting). The lessons' interactive engines, idle between cells, set it; launch_env does not:
+# the performance lesson measures both settings, and a rank that yields while others beside it spin
+# only hands them its core (a test session with it, beside the book build without it, took longer).
 MPI_YIELD = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
