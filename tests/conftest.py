@@ -136,10 +136,7 @@ def start_book_build() -> None:
     _book_build["proc"] = subprocess.Popen(
         [PYTHON, "-m", "hvdcourse.course.book.book_build", "--timeout", str(BUILD_TIMEOUT)],
         cwd=ROOT,
-        env={
-            **{k: v for k, v in os.environ.items() if k not in SESSION_SETS},
-            BUILD_MARKER: build_id,
-        },
+        env={**os.environ, BUILD_MARKER: build_id},
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
