@@ -21,6 +21,7 @@ import pytest
 
 from conftest import HUB_CPUS, HUB_MEMORY, HUB_PROCS, ROOT, course_cli
 from hvdcourse.course.hub import accounts, hubconfig, limits, setup
+from hvdcourse.runtime import processes
 
 MEMORY, CPUS, PROCS = HUB_MEMORY, HUB_CPUS, HUB_PROCS
 
@@ -214,6 +215,13 @@ def test_starting_again_makes_no_account_twice(hub):
     assert len(rows) == 1 + 3
 
 
+def command(proc) -> str:
+    try:
+        return f"{proc.pid}: {' '.join(proc.cmdline())}"
+    except psutil.Error:  # ended meanwhile
+        return f"{proc.pid}: (ended)"
+
+
 def test_stop_ends_the_servers_the_proxy_and_the_hub(hub):
     api, names, settings = hub["api"], hub["names"], hub["settings"]
     api.stop(names[0])  # one server through the API, the others with the hub
@@ -227,20 +235,11 @@ def test_stop_ends_the_servers_the_proxy_and_the_hub(hub):
     assert "no process of the hub is left" in proc.stdout
     print(f"hub stopped in {time.monotonic() - began:.1f} s")
     uids = {pwd.getpwnam(n).pw_uid for n in names}
-    # A zombie has ended and holds nothing: only its parent's reaping is missing (in a container
-    # whose first process does not reap, an orphan stays one), so only running processes count.
-    running = [
-        p
-        for p in psutil.process_iter(["uids", "environ", "status", "cmdline"])
-        if p.info["status"] != psutil.STATUS_ZOMBIE
-    ]
-    left = [
-        p
-        for p in running
-        if p.info["uids"].real in uids
-        or (p.info["environ"] or {}).get(settings["marker"]) == settings["marker_value"]
-    ]
-    assert not left, [(p.pid, p.info["cmdline"]) for p in left]
+    # running processes only: a zombie has ended, only its reaping is missing (in a container whose
+    # first process does not reap, an orphan stays one)
+    left = [p for uid in uids for p in processes.owned_by(uid)]
+    left += processes.with_env(settings["marker"], settings["marker_value"])
+    assert not left, [command(p) for p in left]
     for name in names:
         assert not any(os.path.exists(f) for f in limits.groups(name, settings["cgroups"]))
     assert hub["api"].version() is None

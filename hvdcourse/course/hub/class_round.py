@@ -207,6 +207,7 @@ def grade_per_node(course: str, base: str, say=print) -> dict:
     scores equal the local grading's. Both nodes are this machine (one CPU each), so the second
     node adds one CPU, as a second machine of one core would."""
     expected = _scores(_local_results(course))
+    submitted = layout.Course(course).submitted  # the folder hvdcourse-class collect fills
     cluster = LocalCluster(os.path.join(base, "slurm"))
     seconds, same = {}, True
     try:
@@ -216,12 +217,7 @@ def grade_per_node(course: str, base: str, say=print) -> dict:
             pin = [f"--sbatch=--nodelist={NODES[0]}"] if nodes == 1 else []
             began = time.monotonic()
             proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "hvdcourse.course.grading.grader",
-                    layout.Course(course).submitted,
-                ]
+                [sys.executable, "-m", "hvdcourse.course.grading.grader", submitted]
                 + ["--out", out, "--slurm", "--slurm-wait", str(SLURM_WAIT), *pin],
                 env=cluster.env(),
                 capture_output=True,
