@@ -9,11 +9,12 @@ export PATH := $(VENV)/bin:$(PATH)
 # tf.keras = tf-keras (Keras 2), which Horovod's Keras API needs (TensorFlow >= 2.16 defaults to Keras 3)
 export TF_USE_LEGACY_KERAS := 1
 
-.PHONY: help env gpu book test check bench exercises lab clean cluster-start cluster-stop newcomer-check lab-cluster container-check
+.PHONY: help env gpu book test test-fast check bench exercises lab clean cluster-start cluster-stop newcomer-check lab-cluster container-check
 
 help:
 	@echo "make book   - set up everything, execute every lesson (2 MPI ranks) and build _build/html"
 	@echo "make test   - set up everything and run the whole test suite (what CI runs)"
+	@echo "make test-fast - the tests that start no ranks, service, cluster, browser or book build (minutes)"
 	@echo "make check  - print what Horovod was built with and run it on 2 ranks"
 	@echo "make gpu    - (NVIDIA GPU + CUDA toolkit) Horovod with PyTorch and NCCL in .venv-gpu; GPU_DRY_RUN=1: print the build only"
 	@echo "make bench  - run the benchmark suite and update book/data/bench"
@@ -48,6 +49,13 @@ test: export WITH_TEST_PACKAGES = 1
 TEST_WORKERS ?= 0
 test: env
 	$(PY) -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder) tests
+
+# the developer's loop: every test that starts no multi-rank job, service, cluster, hub, browser,
+# container or book build (the markers in pyproject.toml, set in tests/conftest.py), in a few minutes;
+# CI runs the whole `make test`
+test-fast: export WITH_TEST_PACKAGES = 1
+test-fast: env
+	$(PY) -m pytest -m "not (book or hub or container or slurm or browser or service or ranks)" tests
 
 check: env
 	$(PY) -m hvdcourse.course.check.envcheck --ranks 2

@@ -13,6 +13,7 @@ import tarfile
 import threading
 import time
 
+import cpu_account
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,11 +146,17 @@ def start_book_build() -> None:
     os.environ[BUILD_ID] = build_id  # the workers, started after this, inherit it
 
     def write_status():
-        code = _book_build["proc"].wait()
+        # reaped here, with its CPU seconds (tests/cpu_account.py); everyone else waits for `ended`
+        proc = _book_build["proc"]
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        cpu_account.book_build_reaped(usage)
         with open(BUILD_STATUS + ".tmp", "w") as fh:
             fh.write(f"{build_id} {code}\n")
         os.replace(BUILD_STATUS + ".tmp", BUILD_STATUS)
+        _book_build["ended"].set()
 
+    _book_build["ended"] = threading.Event()
     threading.Thread(target=write_status, daemon=True).start()
 
 
@@ -159,7 +166,7 @@ def stop_book_build() -> None:
     from hvdcourse.runtime import processes
 
     processes.end_all(lambda: processes.with_env(BUILD_MARKER, _book_build["marker"]))
-    _book_build["proc"].wait()
+    _book_build["ended"].wait()
     _book_build["log"].close()
 
 
@@ -190,6 +197,7 @@ class _BookLast:
 
 def pytest_configure(config):
     set_session_marker(config)  # before anything starts a process
+    config.pluginmanager.register(cpu_account.CpuAccount(config), "hvdcourse-cpu-account")
     config.pluginmanager.register(_BookLast(), "hvdcourse-book-last")
     if is_controller(config) and book_tests_selected(config) and not config.option.collectonly:
         start_book_build()
@@ -232,8 +240,34 @@ STARTS_FIRST = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+# --- What each test needs (the markers in pyproject.toml): `make test-fast` runs those that need none ---
+# by fixture: whoever asks for it needs it
+NEEDS_BY_FIXTURE = {
+    "built_book": "book",
+    "book_url": "book",
+    "hub": "hub",
+    "hub_install": "hub",
+    "local_cluster": "slurm",
+}
+# by module (a path under tests/, or a module's path and a test name's prefix: "path::prefix")
+NEEDS: dict = {}
+
+
+def needs_of(item) -> set:
+    found = {NEEDS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS_BY_FIXTURE}
+    path, _, name = item.nodeid.partition("::")
+    for key, marks in NEEDS.items():
+        where, _, prefix = key.partition("::")
+        if where == path and name.startswith(prefix):
+            found.update(marks.split())
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups and -m selects
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        for mark in sorted(needs_of(item)):
+            item.add_marker(mark)
     if not is_worker(config):
         return
     group_of = {path: name for name, paths in XDIST_GROUPS.items() for path in paths}
@@ -288,13 +322,10 @@ def built_book(request):
         returncode = wait_for_workers_build(BUILD_TIMEOUT + 60)
     else:
         start_book_build()  # (a test that asked for the book when the collection did not see it)
-        proc = _book_build["proc"]
         left = BUILD_TIMEOUT + 60 - (time.monotonic() - _book_build["started"])
-        try:
-            proc.wait(timeout=max(left, 1))
-        except subprocess.TimeoutExpired:
+        if not _book_build["ended"].wait(timeout=max(left, 1)):
             stop_book_build()
-        returncode = proc.returncode
+        returncode = _book_build["proc"].returncode
     with open(BUILD_LOG) as fh:
         log = fh.read()
     assert returncode == 0, f"book build failed or hung (log: {BUILD_LOG}):\n" + log[-6000:]

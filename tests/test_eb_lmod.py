@@ -7,12 +7,22 @@ from hvdcourse.course.lessons import eb_lmod
 from hvdcourse.runtime.errors import MissingToolError, error_line
 
 
-def test_a_missing_easybuild_venv_says_to_run_make_env(monkeypatch, tmp_path):
+def test_a_missing_easybuild_venv_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setenv("HVDCOURSE_CACHE", str(tmp_path))
+    with pytest.raises(MissingToolError) as err:
+        eb_lmod.eb_venv(install=False)
+    line = error_line(err.value)
+    assert "\n" not in line and "EasyBuild is not installed" in line
+    assert "tools/setup_easybuild.sh" in line
+
+
+def test_a_failed_first_use_install_says_so_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HVDCOURSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("PYTHON", str(tmp_path / "no-such-python"))  # the script cannot make its venv
     with pytest.raises(MissingToolError) as err:
         eb_lmod.eb_venv()
     line = error_line(err.value)
-    assert "\n" not in line and "EasyBuild is not installed" in line and "make env" in line
+    assert "\n" not in line and "EasyBuild could not be installed" in line
 
 
 def test_a_missing_lmod_says_which_package_to_install(monkeypatch, tmp_path):

