@@ -241,7 +241,7 @@ def test_prometheus_scrapes_every_node_exporter_and_rank_port(lab):
     ranks = {group["labels"]["node"]: group["targets"] for group in jobs["hvdcourse"]}
     assert nodes == {host: [f"{ADDRESSES[host]}:9100"] for host in SLOTS}
     assert ranks == {
-        host: [f"{ADDRESSES[host]}:{9400 + local_rank}" for local_rank in range(SLOTS[host])]
+        host: [f"{ADDRESSES[host]}:{18400 + local_rank}" for local_rank in range(SLOTS[host])]
         for host in SLOTS
     }
     promtool = shutil.which("promtool")

@@ -4,8 +4,10 @@ hvdcourse.course.services.monitoring; lesson: Watch a training run: Prometheus a
 One module-scoped run: Prometheus and the node exporter on this machine, a 2-rank train_hvd with
 ``--metrics-port`` and rank 1 slowed down for the second half of its one epoch, the ranks' endpoints read while it
 trains, Prometheus queried after it. One more, without Prometheus: a short 2-rank train_torch_hvd with
-``--metrics-port`` and rank 1 slowed down, its endpoints read while it trains."""
+``--metrics-port`` and rank 1 slowed down, its endpoints read while it trains. Last, the metrics port base
+that the package and the playbook share."""
 
+import os
 import re
 import sys
 import threading
@@ -15,6 +17,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from hvdcourse.course.lessons import faults
 from hvdcourse.course.services import monitoring
@@ -220,3 +223,18 @@ def test_a_missing_prometheus_is_one_clear_line(monkeypatch, tmp_path):
     line = error_line(err.value)
     assert "\n" not in line
     assert "'prometheus' is not installed" in line and "apt-get install prometheus" in line
+
+
+def test_the_playbook_serves_the_ranks_metrics_on_the_courses_port_base():
+    defaults = os.path.join(
+        os.path.dirname(__file__), "..", "ansible", "roles", "monitoring", "defaults", "main.yml"
+    )
+    with open(defaults) as fh:
+        assert yaml.safe_load(fh)["lab_metrics_port_base"] == monitoring.METRICS_PORT_BASE
+
+
+def test_the_metrics_ports_stay_clear_of_the_exporters_and_the_hubs_ports():
+    # 9100-9999 (and the first ports above it) are Prometheus' exporters' ports, 9400 NVIDIA's
+    # dcgm-exporter; the hub and the Slurm lab pick theirs from 20000 up
+    first = monitoring.METRICS_PORT_BASE
+    assert 10200 < first and first + 256 < 20000

@@ -6,8 +6,8 @@ folder and a short scrape interval, scraping the node exporter (this machine's C
 and the training ranks' metrics (``--metrics-port``, :mod:`hvdcourse.examples.live_metrics`).
 Leaving the ``with`` block stops both and removes the folder::
 
-    with Prometheus(rank_ports=[9400, 9401]) as prom:
-        ...  # train with --metrics-port 9400
+    with Prometheus(rank_ports=[18400, 18401]) as prom:
+        ...  # train with --metrics-port 18400
         frame = prom.query_range('rate(hvdcourse_images_total[5s])', start, end)
 
 Queries go through Prometheus' HTTP API (``/api/v1/query_range``) and come back as pandas frames.
@@ -54,7 +54,15 @@ def find_program(names: tuple, package: str) -> str:
     )
 
 
-def free_port_block(count: int, first: int = 9400, last: int = 9999) -> list:
+# The ranks' metrics ports: BASE + local rank, from METRICS_PORT_BASE (the playbook's
+# lab_metrics_port_base is the same). Not in 9100-9999, the range Prometheus' project hands out to
+# exporters (all taken; 9400 is NVIDIA's dcgm-exporter, on most GPU nodes), nor above 9999, where
+# new exporters now go; below 20000, where the course's hub and Slurm services pick theirs; and far
+# below Linux's ephemeral range (32768-60999), where the kernel picks client ports.
+METRICS_PORT_BASE = 18400
+
+
+def free_port_block(count: int, first: int = METRICS_PORT_BASE, last: int = 18999) -> list:
     """``count`` consecutive free TCP ports between ``first`` and ``last``, e.g. for ``--metrics-port``
     (each rank of a node takes BASE + its local rank). The search starts at a place that depends on
     this process, so that two sessions on one machine rarely try the same ports."""
