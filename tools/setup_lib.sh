@@ -8,18 +8,16 @@ die() { echo "${SETUP_NAME:-setup}: ERROR: $*" >&2; exit 1; }
 say() { echo "${SETUP_NAME:-setup}: $*"; }
 
 # phase NAME: the set-up's phases and their seconds, printed in one line by phases_done (the cold
-# set-up's time, phase by phase: `make env` and CI's log show where it goes)
-PHASE_NAME="" PHASE_START=0 PHASE_TIMES=()
+# set-up's time, phase by phase: `make env` and CI's log show where it goes). Bash's own clock
+# ($SECONDS): no outside command.
+PHASE_NAME="" PHASE_START=0 PHASE_TIMES=""
 phase() {
-  local now
-  now=$(date +%s)
-  [ -z "$PHASE_NAME" ] || PHASE_TIMES+=("$PHASE_NAME $(( now - PHASE_START )) s")
-  PHASE_NAME="${1:-}" PHASE_START=$now
+  [ -z "$PHASE_NAME" ] || PHASE_TIMES+="${PHASE_TIMES:+, }$PHASE_NAME $(( SECONDS - PHASE_START )) s"
+  PHASE_NAME="${1:-}" PHASE_START=$SECONDS
 }
 phases_done() {
   phase
-  local IFS=","
-  say "set-up times: ${PHASE_TIMES[*]}" | sed 's/,/, /g'
+  say "set-up times: $PHASE_TIMES"
 }
 
 # patch_hash [SET...]: the wheel keys' part for the patches: patches/horovod-<version>/*.patch, then
