@@ -323,13 +323,11 @@ def sweep_configs() -> dict:
         ],
         "groups": [
             HVD_MPI.with_(
-                "num_groups=0 (default)", "each gradient submitted on its own, fused per cycle"
+                "no groups (default)", "each gradient submitted on its own, fused per cycle"
             ),
-            HVD_MPI.with_("num_groups=1", "all gradients submitted as one group", groups=1),
-            HVD_GLOO.with_("gloo, num_groups=1", "Gloo, all gradients as one group (tuned Gloo)"),
-            HVD_GLOO.with_(
-                "gloo, num_groups=0", "Gloo, each gradient submitted on its own", groups=0
-            ),
+            HVD_MPI.with_("groups=1", "all gradients submitted as one group", groups=1),
+            HVD_GLOO.with_("gloo, groups=1", "Gloo, all gradients as one group (tuned Gloo)"),
+            HVD_GLOO.with_("gloo, no groups", "Gloo, each gradient submitted on its own", groups=0),
         ],
         "transport": [
             HVD_GLOO.with_("gloo", "horovodrun --gloo (TCP over loopback)"),

@@ -244,7 +244,11 @@ class _Runtime:
         from hvdcourse.examples.training import scaled_lr
 
         opt = self.tf.keras.optimizers.Adam(learning_rate=scaled_lr(lr, self.size, "adam"))
-        return self.hvd.DistributedOptimizer(opt, num_groups=groups) if self.mode == "hvd" else opt
+        # Horovod: groups=k allreduces the gradients in k groups; None (the CLI's 0) sets no groups
+        # (groups=0 raises ValueError; num_groups, deprecated since Horovod 0.21.3, took 0 for none)
+        if self.mode != "hvd":
+            return opt
+        return self.hvd.DistributedOptimizer(opt, groups=groups or None)
 
     def dataset(self, ds):
         if self.mode == "mwms":

@@ -137,8 +137,9 @@ class _Runtime:
 
         optimizer = self.torch.optim.Adam(model.parameters(), lr=scaled_lr(lr, self.size, "adam"))
         if self.mode == "torch-hvd":
+            # Horovod: groups=k allreduces the gradients in k groups; None (the CLI's 0) sets none
             optimizer = self.hvd.DistributedOptimizer(
-                optimizer, named_parameters=model.named_parameters(), num_groups=groups
+                optimizer, named_parameters=model.named_parameters(), groups=groups or None
             )
             self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
             self.hvd.broadcast_optimizer_state(optimizer, root_rank=0)
