@@ -67,6 +67,8 @@ CONSTANTS = {
         "96 GB",
         "144 GB",
     },
+    # Horovod's default stall-check time (HOROVOD_STALL_CHECK_TIME_SECONDS)
+    "notebooks/02_parallelism.md": {"60 s"},
     # the Slingshot-11 link of the cost model's example; the line rate of InfiniBand HDR and the two
     # latencies quoted with their sources (WWT's Ethernet kernel-to-kernel, Microsoft's HBv3 RDMA)
     # the cost model's two example messages (ResNet-50's float32 gradient, a small one) and the
