@@ -239,7 +239,7 @@ SHARD_HINTS = {
     "disjoint": "rank r can take indices r, r+size, r+2*size, ... (a stride), so no two ranks share one",
     "complete": "the last examples are easy to lose when n is not a multiple of size: check n=10, size=4",
     "balanced": "every rank runs the same number of steps; shards that differ by more than one example "
-    "waste the larger rank's data or make the smaller one wait",
+    "leave part of the larger one untrained, or give its rank extra steps that no other rank joins",
 }
 SHARD_CASES = [(n, size) for n in (0, 1, 5, 10, 1437) for size in (1, 2, 3, 4)]
 
