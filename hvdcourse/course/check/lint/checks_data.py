@@ -1,0 +1,226 @@
+"""The rules of the data: each rank its own part, a sampler that reshuffles, steps counted for N
+workers (lessons: Converting a Keras MNIST script to Horovod; PyTorch with Horovod, and DDP).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from hvdcourse.course.check.lint.facts import Facts, keras_member
+from hvdcourse.course.check.lint.rules import Report
+from hvdcourse.course.check.lint.source import last_name
+
+SAMPLERS = (
+    "torch.utils.data.distributed.DistributedSampler",
+    "torch.utils.data.DistributedSampler",
+)
+DISTRIBUTING = {"experimental_distribute_dataset", "distribute_datasets_from_function"}
+# keyword arguments and calls where the rank is a seed or a switch, not a choice of data
+NOT_DATA = ("seed", "verbose", "quiet", "log", "print", "name")
+# where a whole data set comes from
+SOURCE_PREFIXES = (
+    "tensorflow_datasets.load",
+    "torchvision.datasets.",
+    "datasets.load_dataset",
+    "sklearn.datasets.",
+    "numpy.load",
+    "numpy.random.",
+    "numpy.genfromtxt",
+    "numpy.loadtxt",
+    "pandas.read_",
+    "torch.randn",
+    "torch.rand",
+    "torch.randint",
+    "torch.load",
+    "h5py.File",
+    "hvdcourse.examples.data.load_",
+    "hvdcourse.examples.data.convert_npm_digits",
+)
+KERAS_SOURCES = (
+    "datasets.",
+    "utils.image_dataset_from_directory",
+    "utils.text_dataset_from_directory",
+    "preprocessing.image_dataset_from_directory",
+    "data.Dataset.",
+    "data.TFRecordDataset",
+    "data.TextLineDataset",
+    "data.experimental.make_csv_dataset",
+)
+
+
+def is_sampler(f: Facts, node) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    return f.script.call_name(node) in SAMPLERS or f.hvd(node, "elastic.ElasticSampler")
+
+
+def is_shard(f: Facts, node) -> bool:
+    """Whether ``node`` gives a rank its own part: a shard call, a distributed sampler, or the
+    rank used to pick data (not as a seed, a switch or a name)."""
+    s = f.script
+    if isinstance(node, ast.Call):
+        if "shard" in last_name(node.func).lower() or last_name(node.func) in DISTRIBUTING:
+            return True
+        if is_sampler(f, node):
+            return True
+    if s.is_rank_call(node):
+        return not _rank_as_setting(f, node)
+    return False
+
+
+def _rank_as_setting(f: Facts, node) -> bool:
+    s = f.script
+    child, current = node, s.parent.get(node)
+    while current is not None and not isinstance(current, ast.stmt):
+        if isinstance(current, ast.keyword) and current.arg:
+            if any(word in current.arg.lower() for word in NOT_DATA):
+                return True
+        if isinstance(current, ast.Call):
+            if any(word in last_name(current.func).lower() for word in NOT_DATA):
+                return True
+            if child in current.args and "seed" in ast.unparse(child).lower():
+                return True
+        child, current = current, s.parent.get(current)
+    if isinstance(current, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = current.targets if isinstance(current, ast.Assign) else [current.target]
+        if any(any(w in ast.unparse(t).lower() for w in NOT_DATA) for t in targets):
+            return True
+    return False
+
+
+def is_source(f: Facts, node) -> bool:
+    """Whether ``node`` loads or makes a whole data set."""
+    if not isinstance(node, ast.Call):
+        return False
+    full = f.script.call_name(node)
+    if full.startswith(SOURCE_PREFIXES):
+        return True
+    member = keras_member(full)
+    return bool(member) and member.startswith(KERAS_SOURCES)
+
+
+def training_data(f: Facts) -> list:
+    """``[(anchor, [expressions])]``: what each ``fit`` and each training loop trains on."""
+    s = f.script
+    found = [(fit, [x]) for fit in f.fits if (x := s.keyword(fit, "x", 0)) is not None]
+    for loop in f.innermost_loops():
+        exprs = []
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and not (
+            isinstance(loop.iter, ast.Call) and last_name(loop.iter.func) == "range"
+        ):
+            exprs.append(loop.iter)
+        for node in (n for b in loop.body for n in ast.walk(b)):
+            if not isinstance(node, ast.Call):
+                continue
+            name = last_name(node.func)
+            if name == "next" and node.args:
+                exprs.append(node.args[0])
+            elif isinstance(node.func, ast.Name) and node.func.id in s.functions:
+                exprs.extend(node.args)  # the script's own training step
+            elif name == "backward" and isinstance(node.func, ast.Attribute):
+                exprs.append(node.func.value)  # the loss: its sources hold the batch
+            elif name == "gradient" and node.args:
+                exprs.append(node.args[0])
+        if exprs:
+            found.append((loop, exprs))
+    return found
+
+
+def check_sharding(f: Facts, report: Report) -> None:
+    s = f.script
+    for anchor, exprs in training_data(f):
+        nodes = [n for e in exprs for n in s.sources(e)]
+        if any(is_shard(f, n) for n in nodes):
+            continue
+        sources = [n for n in nodes if is_source(f, n)]
+        if not sources:
+            report.note(
+                "unsharded-data",
+                anchor,
+                f"the script does not show where {s.words(exprs[0])} comes from: check that "
+                "each rank trains on its own part",
+            )
+            continue
+        loaders = [
+            n for n in nodes if isinstance(n, ast.Call) and last_name(n.func) == "DataLoader"
+        ]
+        where = loaders[0] if loaders else anchor
+        what = (
+            f"model.fit trains on {s.words(exprs[0])}, the whole data set, on every rank"
+            if anchor in f.fits
+            else f"the training loop reads {s.words(exprs[0])}, the whole data set, on every rank"
+        )
+        if loaders:
+            what = "this DataLoader gives every rank the whole data set (no DistributedSampler)"
+        report.finding("unsharded-data", where, what + ": N workers do the same work N times")
+
+
+def check_sampler(f: Facts, report: Report) -> None:
+    s = f.script
+    if s.method_calls("set_epoch"):
+        return
+    for call in s.calls:
+        if s.call_name(call) not in SAMPLERS:
+            continue
+        shuffle = s.keyword(call, "shuffle", 3)
+        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        report.finding(
+            "sampler-epoch",
+            call,
+            "the DistributedSampler shuffles, but set_epoch is never called: every epoch sees "
+            "the data in the first epoch's order",
+        )
+
+
+def _counted_on_whole_data(f: Facts, expr) -> ast.Call | None:
+    """The ``len(x)`` (of data no rank sharded) that a step count ``expr`` divides, or None when
+    the count is divided by the workers or counts a rank's own part."""
+    s = f.script
+    nodes = s.sources(expr)
+    if any(s.is_size_call(n) for n in nodes):
+        return None
+    for node in nodes:
+        if isinstance(node, ast.Call) and last_name(node.func) == "len" and node.args:
+            data = s.sources(node.args[0])
+            if any(is_shard(f, n) for n in data):
+                return None
+            if any(is_source(f, n) for n in data):
+                return node
+    return None
+
+
+def check_steps(f: Facts, report: Report) -> None:
+    s = f.script
+    for call in s.calls:
+        if not f.course(call, "training.steps_per_epoch"):
+            continue
+        workers = s.keyword(call, "workers", 2)
+        if workers is None or (isinstance(workers, ast.Constant) and workers.value == 1):
+            report.finding(
+                "unscaled-steps",
+                call,
+                "training.steps_per_epoch counts the steps of one worker (no workers argument): "
+                "with N workers each epoch would go over the data N times",
+            )
+    counts = [s.keyword(fit, "steps_per_epoch") for fit in f.fits]
+    for loop in f.loops:
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.iter, ast.Call):
+            name = last_name(loop.iter.func)
+            if name == "range" and loop.iter.args:
+                counts.append(loop.iter.args[-1] if len(loop.iter.args) < 3 else loop.iter.args[1])
+            elif name == "islice" and len(loop.iter.args) > 1:
+                counts.append(loop.iter.args[-1])
+    for count in counts:
+        if count is None:
+            continue
+        whole = _counted_on_whole_data(f, count)
+        if whole is not None and not any(
+            f.course(n, "training.steps_per_epoch") for n in s.sources(count)
+        ):
+            report.finding(
+                "unscaled-steps",
+                s.statement_of(whole) or count,
+                f"the steps are counted from {s.words(whole)}, the whole data set, and not "
+                "divided by the number of workers",
+            )
