@@ -10,10 +10,6 @@ from hvdcourse.course.check.lint.facts import Facts, keras_member
 from hvdcourse.course.check.lint.rules import Report
 from hvdcourse.course.check.lint.source import last_name
 
-SAMPLERS = (
-    "torch.utils.data.distributed.DistributedSampler",
-    "torch.utils.data.DistributedSampler",
-)
 DISTRIBUTING = {"experimental_distribute_dataset", "distribute_datasets_from_function"}
 # keyword arguments and calls where the rank is a seed or a switch, not a choice of data
 NOT_DATA = ("seed", "verbose", "quiet", "log", "print", "name")
@@ -24,18 +20,16 @@ SOURCE_PREFIXES = (
     "datasets.load_dataset",
     "sklearn.datasets.",
     "numpy.load",
-    "numpy.random.",
     "numpy.genfromtxt",
     "numpy.loadtxt",
     "pandas.read_",
-    "torch.randn",
-    "torch.rand",
-    "torch.randint",
     "torch.load",
     "h5py.File",
     "hvdcourse.examples.data.load_",
     "hvdcourse.examples.data.convert_npm_digits",
 )
+# random data made by each process: a benchmark's, not a data set the ranks should split
+SYNTHETIC_PREFIXES = ("numpy.random.", "torch.rand", "random.", "tensorflow.random.")
 KERAS_SOURCES = (
     "datasets.",
     "utils.image_dataset_from_directory",
@@ -49,9 +43,15 @@ KERAS_SOURCES = (
 
 
 def is_sampler(f: Facts, node) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    return f.script.call_name(node) in SAMPLERS or f.hvd(node, "elastic.ElasticSampler")
+    """PyTorch's ``DistributedSampler`` or Horovod's ``ElasticSampler`` (or a class of that name)."""
+    return isinstance(node, ast.Call) and last_name(node.func) in (
+        "DistributedSampler",
+        "ElasticSampler",
+    )
+
+
+def is_synthetic(f: Facts, node) -> bool:
+    return isinstance(node, ast.Call) and f.script.call_name(node).startswith(SYNTHETIC_PREFIXES)
 
 
 def is_shard(f: Facts, node) -> bool:
@@ -115,8 +115,15 @@ def training_data(f: Facts) -> list:
             name = last_name(node.func)
             if name == "next" and node.args:
                 exprs.append(node.args[0])
-            elif isinstance(node.func, ast.Name) and node.func.id in s.functions:
-                exprs.extend(node.args)  # the script's own training step
+            elif isinstance(node.func, ast.Name) and node.func.id in f.stepping:
+                # the script's own training step (a function with a loop of its own is checked
+                # there: train(epoch) passes no data)
+                if not any(
+                    isinstance(n, (ast.For, ast.While))
+                    for function in s.functions[node.func.id]
+                    for n in ast.walk(function)
+                ):
+                    exprs.extend(node.args)
             elif name == "backward" and isinstance(node.func, ast.Attribute):
                 exprs.append(node.func.value)  # the loss: its sources hold the batch
             elif name == "gradient" and node.args:
@@ -130,8 +137,8 @@ def check_sharding(f: Facts, report: Report) -> None:
     s = f.script
     for anchor, exprs in training_data(f):
         nodes = [n for e in exprs for n in s.sources(e)]
-        if any(is_shard(f, n) for n in nodes):
-            continue
+        if any(is_shard(f, n) for n in nodes) or any(is_synthetic(f, n) for n in nodes):
+            continue  # sharded, or random data each process makes for itself
         sources = [n for n in nodes if is_source(f, n)]
         if not sources:
             report.note(
@@ -160,7 +167,7 @@ def check_sampler(f: Facts, report: Report) -> None:
     if s.method_calls("set_epoch"):
         return
     for call in s.calls:
-        if s.call_name(call) not in SAMPLERS:
+        if last_name(call.func) != "DistributedSampler":
             continue
         shuffle = s.keyword(call, "shuffle", 3)
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:

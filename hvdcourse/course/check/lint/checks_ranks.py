@@ -119,7 +119,7 @@ def _unreached(f: Facts, node) -> bool:
 
 
 def _per_rank(f: Facts, call) -> bool:
-    """Whether a write's arguments depend on the rank (each rank its own file)."""
+    """Whether a write's arguments name the rank (each rank its own file or line)."""
     s = f.script
     return any(s.depends_on_rank(arg) for arg in call.args + [k.value for k in call.keywords])
 
@@ -229,7 +229,7 @@ def check_writes(f: Facts, report: Report) -> None:
     for call in f.fits + f.model_calls("evaluate"):
         if s.rank_guard(call) is not None:
             continue
-        verbose = s.keyword(call, "verbose")
+        verbose = _constant(f, s.keyword(call, "verbose"))
         if verbose is None or (
             isinstance(verbose, ast.Constant) and verbose.value not in (0, False, "0")
         ):
@@ -239,6 +239,18 @@ def check_writes(f: Facts, report: Report) -> None:
                 call,
                 f"model.{call.func.attr} prints its progress on every rank ({shown}){single}",
             )
+
+
+def _constant(f: Facts, node):
+    """``node``, or the constant that the name ``node`` was given (``verbose = 2``) when the
+    script assigns it once, before, and with no test on the rank."""
+    s = f.script
+    if isinstance(node, ast.Name):
+        found, param = s.bindings(node.id, node)
+        if len(found) == 1 and not param and isinstance(found[0][1], ast.Constant):
+            if s.rank_guard(found[0][2]) is None:
+                return found[0][1]
+    return node
 
 
 # ---------------------------------------------------------------------- who averages
@@ -426,11 +438,18 @@ def check_device(f: Facts, report: Report) -> None:
                     "processes of a node pile onto one GPU",
                 )
                 break
+    for node in ast.walk(s.tree):  # TF1's visible_device_list, CUDA_VISIBLE_DEVICES
+        if isinstance(node, ast.Assign) and any(
+            "visible_device" in ast.unparse(t).lower() for t in node.targets
+        ):
+            chosen = chosen or s.depends_on_rank(node.value, local=True)
     if (
         f.flavour == "keras"
         and not chosen
         and not any(
-            s.depends_on_rank(c, local=True) for c in s.calls if "device" in s.words(c.func).lower()
+            s.depends_on_rank(c, local=True)
+            for c in s.calls
+            if "device" in last_name(c.func).lower()
         )
     ):
         first = next((c for c in s.calls if f.hvd(c, "init")), None)
@@ -454,6 +473,8 @@ def check_collectives(f: Facts, report: Report) -> None:
             continue
         if isinstance(guard, (ast.If, ast.IfExp)) and _both_sides(f, guard, name):
             continue
+        if isinstance(guard, ast.Call) and _called_on_both_sides(f, guard):
+            continue
         where = f"line {guard.lineno}" if guard.lineno != call.lineno else "this line"
         report.finding(
             "collective-in-rank-branch",
@@ -476,3 +497,17 @@ def _both_sides(f: Facts, guard, name: str) -> bool:
         }
         found.append(name in names)
     return all(found)
+
+
+def _called_on_both_sides(f: Facts, use: ast.Call) -> bool:
+    """Whether the script's function that ``use`` calls is called in both branches of one ``if``
+    on the rank (``if rank == 0: print(report()) else: report()``): every rank calls it."""
+    s = f.script
+    uses = [c for c in s.calls if isinstance(c.func, ast.Name) and c.func.id == use.func.id]
+    sides = {}
+    for call in uses:
+        guard = s._direct_guard(call)
+        if isinstance(guard, ast.If):
+            in_body = any(call in ast.walk(part) for part in guard.body)
+            sides.setdefault(id(guard), set()).add(in_body)
+    return any(len(found) == 2 for found in sides.values())

@@ -90,7 +90,7 @@ def check_init(f: Facts, report: Report) -> None:
             if isinstance(c.func, (ast.Name, ast.Attribute))
             and (m := s.horovod_member(c.func))
             and m[1] not in NO_INIT
-            and not m[1].startswith("callbacks.")
+            and "." not in m[1]  # Horovod's own functions, not its subpackages' classes
         ]
         name = "hvd.init()"
     else:
@@ -99,6 +99,8 @@ def check_init(f: Facts, report: Report) -> None:
         uses += [c for c in s.calls if s.call_name(c) in DDP_CLASSES]
         name = "init_process_group()"
     if not inits:
+        if not uses and not (f.optimizers or f.fits or f.loops):
+            return  # Horovod's helpers only (a data service, a driver): not a training script
         if uses:
             first = min(uses, key=lambda c: c.lineno)
             report.finding(
@@ -142,8 +144,32 @@ def _wrapped(f: Facts, node) -> bool:
     return f.script.reaches(node, lambda n: f.hvd(n, "DistributedOptimizer"))
 
 
+def averages_gradients_by_hand(f: Facts) -> bool:
+    """Whether the script allreduces the gradients itself (``p.grad = hvd.allreduce(p.grad)``)."""
+    s = f.script
+    for call in s.calls:
+        member = (
+            s.horovod_member(call.func)
+            if isinstance(call.func, (ast.Name, ast.Attribute))
+            else None
+        )
+        name = member[1] if member else s.dist_member(call.func) or ""
+        if "allreduce" in name or name == "all_reduce":
+            if any(
+                isinstance(n, ast.Attribute) and n.attr in ("grad", "grads")
+                for a in call.args
+                for n in ast.walk(a)
+            ):
+                return True
+            if any("grad" in ast.unparse(a).lower() for a in call.args):
+                return True
+    return False
+
+
 def check_optimizer(f: Facts, report: Report) -> None:
     s = f.script
+    if averages_gradients_by_hand(f):
+        return
     if f.flavour == "ddp":
         if not any(s.call_name(c) in DDP_CLASSES for c in s.calls) and f.optimizers:
             first = f.optimizers[0].call
@@ -168,8 +194,7 @@ def check_optimizer(f: Facts, report: Report) -> None:
                     "cannot wrap a name, so the ranks' gradients are never averaged",
                 )
                 continue
-            if _wrapped(f, value):
-                _wrapped_after_use(f, report, value, compile_call)
+            if _wrapped(f, value) or _wrapped_after_use(f, report, value, compile_call):
                 continue
             if tape:
                 continue
@@ -214,23 +239,24 @@ def check_optimizer(f: Facts, report: Report) -> None:
         return
 
 
-def _wrapped_after_use(f: Facts, report: Report, value, compile_call) -> None:
-    """``model.compile(optimizer=opt)`` and only later ``opt = hvd.DistributedOptimizer(opt)``."""
+def _wrapped_after_use(f: Facts, report: Report, value, compile_call) -> bool:
+    """``model.compile(optimizer=opt)`` and only later ``opt = hvd.DistributedOptimizer(opt)``:
+    reported at the wrapper, and True."""
     s = f.script
     if not isinstance(value, ast.Name):
-        return
+        return False
     bindings, _ = s.bindings(value.id, value)
-    before = [b for b in bindings if b[0] < compile_call.lineno]
     after = [b for b in bindings if b[0] > compile_call.lineno]
-    if before and not any(_wrapped(f, b[1]) for b in before):
-        wrap = next((b for b in after if _wrapped(f, b[1])), None)
-        if wrap is not None:
-            report.finding(
-                "unwrapped-optimizer",
-                wrap[2],
-                f"{value.id} is wrapped after model.compile (line {compile_call.lineno}) took the "
-                "unwrapped optimizer: the model trains without averaging",
-            )
+    wrap = next((b for b in after if f.hvd(b[1], "DistributedOptimizer")), None)
+    if wrap is None:
+        return False
+    report.finding(
+        "unwrapped-optimizer",
+        wrap[2],
+        f"{value.id} is wrapped after model.compile (line {compile_call.lineno}) took the "
+        "unwrapped optimizer: the model trains without averaging",
+    )
+    return True
 
 
 # ---------------------------------------------------------------------- missing-broadcast
@@ -264,6 +290,16 @@ def check_broadcast(f: Facts, report: Report) -> None:
             for name in ("broadcast_parameters", "broadcast_optimizer_state")
             if name not in referenced
         ]
+        seeded = _same_seed(f) if f.distributed else None
+        if missing and seeded is not None:
+            report.note(
+                "missing-broadcast",
+                target,
+                f"every rank seeds alike (line {seeded.lineno}), so the ranks may start from the "
+                "same weights; hvd.broadcast_parameters and hvd.broadcast_optimizer_state make it "
+                "sure, and carry a restored checkpoint to every rank",
+            )
+            return
         if "broadcast_parameters" in missing:
             report.finding(
                 "missing-broadcast",
@@ -307,6 +343,17 @@ def check_broadcast(f: Facts, report: Report) -> None:
             "the training loop starts without hvd.broadcast_variables of rank 0's weights: each "
             "rank trains its own model",
         )
+
+
+def _same_seed(f: Facts):
+    """``torch.manual_seed(1234)``: a seed that does not depend on the rank, or None."""
+    s = f.script
+    for call in s.calls:
+        if last_name(call.func) in ("manual_seed", "set_random_seed", "seed") and call.args:
+            if s.qualname(call.func) and not s.depends_on_rank(call.args[0]):
+                if not s.enclosing(call, (ast.For, ast.While)):
+                    return call
+    return None
 
 
 def _torch_anchor(f: Facts):
@@ -430,12 +477,16 @@ def divides_batch(f: Facts) -> ast.AST | None:
     batch stays fixed, so the rate stays too), or None."""
     s = f.script
     for node in ast.walk(s.tree):
-        if (
-            isinstance(node, ast.BinOp)
-            and isinstance(node.op, (ast.Div, ast.FloorDiv))
-            and "batch" in ast.unparse(node.left).lower()
-            and s.depends_on_size(node.right)
-        ):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv))):
+            continue
+        holder = s.parent.get(node)
+        names = [ast.unparse(node.left)]
+        if isinstance(holder, ast.keyword) and holder.arg:
+            names.append(holder.arg)
+        statement = s.statement_of(node)
+        if isinstance(statement, ast.Assign):
+            names += [ast.unparse(t) for t in statement.targets]
+        if any("batch" in name.lower() for name in names) and s.depends_on_size(node.right):
             return node
     return None
 
@@ -445,6 +496,15 @@ RULE_OF = {"linear": "linear", "sgd": "linear", "sqrt": "sqrt", "adam": "sqrt"}
 
 def check_learning_rate(f: Facts, report: Report) -> None:
     s = f.script
+    adasum = [n for n in ast.walk(s.tree) if isinstance(n, ast.Attribute) and n.attr == "Adasum"]
+    if adasum:
+        report.note(
+            "unscaled-lr",
+            adasum[0],
+            "the script can use Adasum, which combines gradients without the course's "
+            "learning-rate rules: its rate is not checked",
+        )
+        return
     divided = divides_batch(f)
     scaled_any = False
     for optimizer in f.optimizers:

@@ -47,6 +47,7 @@ SQRT = {
 # Keras optimizers with a ``momentum`` attribute (a Python number from TensorFlow 2.11 on)
 WITH_MOMENTUM = {"SGD", "RMSprop"}
 COURSE = "hvdcourse.examples."
+KERAS_MODELS = ("Sequential", "Model", "models.Sequential", "models.Model", "models.load_model")
 TORCH_LOOP_CALLS = {"backward", "step"}
 TAPE_CALLS = {"gradient", "apply_gradients"}
 
@@ -180,11 +181,22 @@ class Facts:
         course's ``training.evaluate``)."""
         if not self.uses_tensorflow:
             return []
-        return [
-            c
-            for c in self.script.method_calls(method)
-            if self.script.qualname(c.func.value) is None
-        ]
+        s = self.script
+        compiled = {last_name(s.receiver(c)) for c in s.method_calls("compile")}
+        found = []
+        for call in s.method_calls(method):
+            owner = call.func.value
+            if s.qualname(owner) is not None:
+                continue  # a module's function: training.evaluate(...)
+            if last_name(owner) in compiled or s.reaches(owner, self._is_keras_model):
+                found.append(call)
+        return found
+
+    def _is_keras_model(self, node) -> bool:
+        return isinstance(node, ast.Call) and (
+            keras_member(self.script.call_name(node)) in KERAS_MODELS
+            or self.course(node, "model.build_model")
+        )
 
     # ------------------------------------------------------------------ names
     def hvd(self, call: ast.Call, *members: str) -> bool:
@@ -281,6 +293,7 @@ class Facts:
                 found.unknown.append(node)
             # list.append(x), list.extend(xs), list.insert(i, x) on the same name, before fit
             scope = s.scope_of(node)
+            line = min((b[0] for b in earlier), default=0)
             for call in s.calls:
                 target = s.receiver(call)
                 if not (
@@ -366,7 +379,7 @@ class Facts:
         TensorFlow's ``tape.gradient``/``apply_gradients``, or the script's function that does),
         outermost first."""
         s = self.script
-        stepping = {
+        self.stepping = stepping = {
             f.name
             for name, functions in s.functions.items()
             for f in functions

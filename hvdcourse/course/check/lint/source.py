@@ -33,6 +33,9 @@ DDP_CLASSES = (
 )
 # frameworks the rules do not cover: their names start with these
 OTHER_FRAMEWORKS = {
+    # a driver and the workers' function in one file: which lines run on the ranks is not visible
+    "horovod.spark": "Horovod on Spark",
+    "horovod.ray": "Horovod on Ray",
     "ray.train": "Ray Train",
     "ray.air": "Ray Train",
     "tensorflow.distribute": "tf.distribute's strategies",
@@ -127,6 +130,7 @@ class Script:
         self.text, self.path = text, path
         self.tree = ast.parse(text, filename=path)
         self.lines = text.splitlines()
+        self._encoded = [line.encode("utf-8") for line in self.lines]
         self.parent = {}
         for node in ast.walk(self.tree):
             for child in ast.iter_child_nodes(node):
@@ -140,6 +144,7 @@ class Script:
         self.calls = []  # every Call node, in source order
         self._read()
         self._sources_cache = {}
+        self._rank_cache = {}
 
     # ------------------------------------------------------------------ reading
     def _read(self) -> None:
@@ -167,6 +172,12 @@ class Script:
             elif isinstance(node, ast.Call):
                 self.calls.append(node)
         self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        self.imported = {
+            name
+            for node in ast.walk(self.tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for name in _imported_modules(node)
+        }
         for node in ast.walk(self.tree):
             self._read_binding(node)
         # name = module.thing (bound once): an alias
@@ -263,14 +274,8 @@ class Script:
     def imports(self, prefix: str) -> bool:
         """Whether the script imports ``prefix`` or something inside it."""
         return any(
-            full == prefix or full.startswith(prefix + ".") for full in self.aliases.values()
-        ) or any(
-            isinstance(node, (ast.Import, ast.ImportFrom))
-            and any(
-                (name == prefix or name.startswith(prefix + "."))
-                for name in _imported_modules(node)
-            )
-            for node in ast.walk(self.tree)
+            name == prefix or name.startswith(prefix + ".")
+            for name in self.imported | set(self.aliases.values())
         )
 
     # ------------------------------------------------------------------ scopes
@@ -369,7 +374,9 @@ class Script:
         values = [value for _, value, _ in earlier]
         if param and not earlier:
             values += self.param_values(name.id, param)
-        if not found and not param:
+        holder = self.parent.get(name)
+        called = isinstance(holder, ast.Call) and holder.func is name
+        if called or not (found or param):
             for function in self.functions.get(name.id, []) + self.classes.get(name.id, []):
                 if id(function) not in seen:
                     seen.add(id(function))
@@ -447,8 +454,45 @@ class Script:
         found, param = self.bindings(node.id, node)
         return not found and (param is None or self.unknown_param(param))
 
-    def depends_on_rank(self, node, local: bool = False) -> bool:
-        return self.reaches(node, lambda sub: self.is_rank_call(sub, local))
+    def depends_on_rank(self, node, local: bool = False, depth: int = 0) -> bool:
+        """Whether ``node`` names the rank (``local``: the local rank): a call or variable that
+        reads it, or a name given such a value by a plain assignment (``rank = hvd.rank()``,
+        ``is_root = rank == 0``), a parameter the script's calls fill with one, or the script's
+        function that returns one. Not a value computed far from it (a batch of data a rank chose):
+        what runs under ``if first_batch:`` is not a test on the rank."""
+        key = (id(node), local)
+        if depth == 0 and key in self._rank_cache:
+            return self._rank_cache[key]
+        found = False
+        for sub in ast.walk(node):
+            if self.is_rank_call(sub, local):
+                found = True
+                break
+            if depth >= 4 or not isinstance(sub, ast.Name) or not isinstance(sub.ctx, ast.Load):
+                continue
+            bindings, param = self.bindings(sub.id, sub)
+            values = [
+                value
+                for _, value, statement in bindings
+                if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                or isinstance(value, ast.NamedExpr)
+            ]
+            if param and not bindings:
+                values += self.param_values(sub.id, param)
+            holder = self.parent.get(sub)
+            if not bindings and isinstance(holder, ast.Call) and holder.func is sub:
+                values += [
+                    r.value
+                    for function in self.functions.get(sub.id, [])
+                    for r in ast.walk(function)
+                    if isinstance(r, ast.Return) and r.value is not None
+                ]
+            if any(self.depends_on_rank(v, local, depth + 1) for v in values):
+                found = True
+                break
+        if depth == 0:
+            self._rank_cache[key] = found
+        return found
 
     def depends_on_size(self, node) -> bool:
         return self.reaches(node, self.is_size_call)
@@ -552,8 +596,21 @@ class Script:
 
     def words(self, node) -> str:
         """The source text of ``node`` on one line (for messages)."""
-        text = ast.get_source_segment(self.text, node) or ast.unparse(node)
-        return " ".join(text.split())
+        text = None
+        end = getattr(node, "end_lineno", None)
+        if getattr(node, "lineno", None) and end and end <= len(self._encoded):
+            first, last = node.lineno - 1, end - 1
+            lines = self._encoded[first : last + 1]
+            if first == last:
+                lines = [lines[0][node.col_offset : node.end_col_offset]]
+            else:
+                lines = [
+                    lines[0][node.col_offset :],
+                    *lines[1:-1],
+                    lines[-1][: node.end_col_offset],
+                ]
+            text = b"\n".join(lines).decode("utf-8", errors="replace")
+        return " ".join((text or ast.unparse(node)).split())
 
 
 def _imported_modules(node) -> list:
