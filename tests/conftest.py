@@ -254,7 +254,9 @@ NEEDS: dict = {}
 
 
 def needs_of(item) -> set:
-    found = {NEEDS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS_BY_FIXTURE}
+    found = {
+        NEEDS_BY_FIXTURE[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS_BY_FIXTURE
+    }
     path, _, name = item.nodeid.partition("::")
     for key, marks in NEEDS.items():
         where, _, prefix = key.partition("::")

@@ -35,7 +35,9 @@ DESCRIPTIONS = {
     "service": "starts a service: Ray, Prometheus, JupyterLab, a kernel, an SSH server, a grader's sandbox",
     "ranks": "starts a multi-rank job (MPI or Gloo ranks, ipyparallel engines) or a training run",
 }
-LOG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_build", "test-cpu.jsonl")
+LOG = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_build", "test-cpu.jsonl"
+)
 _book = {"cpu": 0.0}  # CPU seconds of the book build, once reaped (conftest's build thread adds it)
 _commands: list = []  # the commands the current test started
 
@@ -115,7 +117,13 @@ class CpuAccount:
         if self.worker:
             return
         wall = time.monotonic() - self.started[0]
-        write({"kind": "machine", "busy": round(busy_seconds() - self.started[1], 1), "wall": round(wall, 1)})
+        write(
+            {
+                "kind": "machine",
+                "busy": round(busy_seconds() - self.started[1], 1),
+                "wall": round(wall, 1),
+            }
+        )
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.worker and os.path.exists(LOG):
@@ -142,7 +150,9 @@ def summary(path: str) -> list:
     for area in (*AREAS, "unit"):
         if area in areas:
             cpu, count, wall = areas[area]
-            lines.append(f"cpu: {area:>9} {cpu:8.0f} CPU s  {count:5d} tests  {wall:7.0f} s of test time")
+            lines.append(
+                f"cpu: {area:>9} {cpu:8.0f} CPU s  {count:5d} tests  {wall:7.0f} s of test time"
+            )
     lines.append(f"cpu: {'tests':>9} {tests:8.0f} CPU s")
     if book is not None:
         lines.append(f"cpu: {'book':>9} {book:8.0f} CPU s  (the book build, beside the tests)")

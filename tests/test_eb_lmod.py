@@ -18,7 +18,9 @@ def test_a_missing_easybuild_venv_says_how_to_install_it(monkeypatch, tmp_path):
 
 def test_a_failed_first_use_install_says_so_in_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv("HVDCOURSE_CACHE", str(tmp_path))
-    monkeypatch.setenv("PYTHON", str(tmp_path / "no-such-python"))  # the script cannot make its venv
+    monkeypatch.setenv(
+        "PYTHON", str(tmp_path / "no-such-python")
+    )  # the script cannot make its venv
     with pytest.raises(MissingToolError) as err:
         eb_lmod.eb_venv()
     line = error_line(err.value)

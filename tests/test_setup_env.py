@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import sys
 
 import pytest
@@ -288,3 +289,60 @@ def test_with_an_nvidia_gpu_the_cpu_index_is_not_used(tmp_path, answering_index)
 def test_a_given_torch_index_is_kept(tmp_path, answering_index):
     index, _ = choose_torch_index(tmp_path, answering_index, TORCH_INDEX_URL="file:///wheels")
     assert index == "file:///wheels"
+
+
+# --- shareable_python: as root, a venv every account can run (the hub's learners, the non-root grader) ---
+def shareable_python(python, **env_vars) -> tuple:
+    """What tools/setup_lib.sh's shareable_python chooses for ``python``: (interpreter, its line)."""
+    script = f'ROOT={ROOT}; source "$ROOT/tools/setup_lib.sh"; shareable_python {python}'
+    proc = subprocess.run(
+        [shutil.which("bash"), "-c", script],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", **env_vars},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip(), proc.stderr.strip()
+
+
+def system_python_version() -> str:
+    return subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_as_root_an_interpreter_others_cannot_run_gives_way_to_the_systems_of_its_version(tmp_path):
+    hidden = tmp_path / "home"  # mode 700, like root's home with pyenv in it
+    hidden.mkdir(mode=0o700)
+    os.symlink(os.path.realpath("/usr/bin/python3"), hidden / "python3")
+    chosen, said = shareable_python(hidden / "python3")
+    if os.geteuid() != 0:  # only root makes venvs for other accounts
+        assert (chosen, said) == (str(hidden / "python3"), "")
+        return
+    assert chosen == "/usr/bin/python3"
+    assert "cannot be run by other accounts" in said and len(said.splitlines()) == 1
+
+
+def test_an_interpreter_every_account_can_run_is_kept():
+    assert shareable_python("/usr/bin/python3") == ("/usr/bin/python3", "")
+
+
+def test_a_system_python_of_another_version_is_not_taken(tmp_path):
+    hidden = tmp_path / "home"
+    hidden.mkdir(mode=0o700)
+    os.symlink(os.path.realpath("/usr/bin/python3"), hidden / "python3")
+    other = "3.10" if system_python_version() != "3.10" else "3.12"
+    shared = tempfile.mkdtemp(prefix="hvdcourse-python-", dir="/tmp")
+    try:
+        os.chmod(shared, 0o755)
+        fake = os.path.join(shared, "python3")
+        with open(fake, "w") as fh:
+            fh.write(f"#!/bin/sh\necho {other}\n")
+        os.chmod(fake, 0o755)
+        chosen, said = shareable_python(hidden / "python3", SYSTEM_PYTHON=fake)
+    finally:
+        shutil.rmtree(shared)
+    assert (chosen, said) == (str(hidden / "python3"), "")

@@ -96,7 +96,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     )
     assert first.returncode == 0, first.stderr
     patches = sorted(os.path.basename(p) for p in glob.glob(os.path.join(PATCH_DIR, "*.patch")))
-    assert len(patches) == 6 and len(first.stdout.strip().splitlines()) == 6
+    assert len(patches) == 7 and len(first.stdout.strip().splitlines()) == 7
     for name, line in zip(patches, first.stdout.splitlines()):
         headline = open(os.path.join(PATCH_DIR, name)).readline().strip()
         assert line == f"patch_horovod: applied {name}: {headline}"
@@ -112,7 +112,7 @@ def test_patches_apply_to_horovods_source_and_say_what_they_do(horovod_source, t
     again = subprocess.run(
         ["bash", PATCH_SCRIPT, str(tree)], capture_output=True, text=True, timeout=60
     )
-    assert again.returncode == 0 and again.stdout.count("already applied") == 6, (
+    assert again.returncode == 0 and again.stdout.count("already applied") == 7, (
         again.stdout + again.stderr
     )
 

@@ -64,6 +64,29 @@ build_horovod_wheel() {
   rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
 }
 
+# shareable_python PYTHON: the interpreter for a new venv. As root, a venv made from an interpreter
+# that other accounts cannot run (pyenv's in root's home, mode 700, on the course's own machine) serves
+# no one else: the class hub's learners and the non-root grader would need a second course venv (4 GB,
+# minutes). Then the system's python3 ($SYSTEM_PYTHON, default /usr/bin/python3) is printed instead when
+# it is the same Python version (the same wheels and Horovod build), with one line on stderr; otherwise
+# PYTHON itself.
+shareable_python() {
+  local python system="${SYSTEM_PYTHON:-/usr/bin/python3}" real version
+  python="$(command -v "$1")"
+  # what a venv made from it links to: the interpreter as it names itself (a shim's target)
+  real="$("$python" -c 'import sys; print(sys.executable)' 2>/dev/null || echo "$python")"
+  version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+  if [ "$(id -u)" = 0 ] && [ -x "$system" ] && command -v runuser >/dev/null \
+     && ! runuser -u nobody -- "$real" -c pass >/dev/null 2>&1 \
+     && runuser -u nobody -- "$system" -c pass >/dev/null 2>&1 \
+     && version="$(version "$python")" && [ "$(version "$system")" = "$version" ]; then
+    say "$python cannot be run by other accounts: the venv is made from $system (Python $version too), which every account can run" >&2
+    echo "$system"
+  else
+    echo "$1"
+  fi
+}
+
 # has_nvidia_gpu: an NVIDIA driver is on this machine (nvidia-smi, or the kernel module's /proc entry;
 # NVIDIA_DRIVER_DIR names another entry, for the tests)
 has_nvidia_gpu() { command -v nvidia-smi >/dev/null || [ -e "${NVIDIA_DRIVER_DIR:-/proc/driver/nvidia}" ]; }

@@ -1,6 +1,5 @@
 """hvdcourse.course.bench.suite: one command writes every result file, with the machine (tiny settings)."""
 
-import dataclasses
 import json
 import os
 
@@ -8,8 +7,9 @@ import pytest
 
 from conftest import ROOT
 from hvdcourse.course.bench.suite import (
-    Config,
+    PARTS,
     QUICK,
+    Config,
     combine_launches,
     concurrent_memcopy,
     framework_configs,
@@ -74,12 +74,21 @@ def test_ladder_ends_at_the_tuned_configuration():
 
 @pytest.fixture(scope="module")
 def quick_suite(tmp_path_factory):
+    """The quick suite, run as two calls into one folder: every part but ``frameworks``, then
+    ``frameworks`` alone (what the second call writes, and the first call's files as they were
+    before it). One set of runs for every test below, the part-by-part test included."""
     out = str(tmp_path_factory.mktemp("bench"))
-    return out, run_suite(out, settings=QUICK, log=lambda *a: None)
+    quiet = lambda *a: None  # noqa: E731
+    docs = run_suite(
+        out, parts=tuple(p for p in PARTS if p != "frameworks"), settings=QUICK, log=quiet
+    )
+    before = {name: open(os.path.join(out, name)).read() for name in sorted(os.listdir(out))}
+    second = run_suite(out, parts=("frameworks",), settings=QUICK, log=quiet)
+    return out, {**docs, **second}, {"before": before, "second": second}
 
 
 def test_quick_suite_writes_every_file_with_the_machine(quick_suite):
-    out, _ = quick_suite
+    out, _, _ = quick_suite
     for name in ("throughput", "tuning", "allreduce", "monitor", "frameworks", "ps_ring"):
         with open(os.path.join(out, f"{name}.json")) as fh:
             doc = json.load(fh)
@@ -87,7 +96,7 @@ def test_quick_suite_writes_every_file_with_the_machine(quick_suite):
 
 
 def test_quick_suite_writes_the_parameter_server_record_as_lesson_03_reads_it(quick_suite):
-    _, docs = quick_suite
+    _, docs, _ = quick_suite
     with open(os.path.join(ROOT, "book", "data", "bench", "ps_ring.json")) as fh:
         recorded = json.load(fh)
     assert set(docs["ps_ring"]) == set(recorded)  # the committed record has what the code writes
@@ -96,7 +105,7 @@ def test_quick_suite_writes_the_parameter_server_record_as_lesson_03_reads_it(qu
 
 
 def test_quick_suite_measures_every_main_run_it_lists(quick_suite):
-    _, docs = quick_suite
+    _, docs, _ = quick_suite
     rows = docs["throughput"]["results"]
     assert all("median_images_per_s" in r for r in rows), [r.get("output_tail") for r in rows]
     assert {t["target"] for t in docs["throughput"]["targets"]} == {
@@ -108,7 +117,7 @@ def test_quick_suite_measures_every_main_run_it_lists(quick_suite):
 
 
 def test_quick_suite_measures_pytorch_beside_keras_and_writes_the_ratios(quick_suite):
-    _, docs = quick_suite
+    _, docs, _ = quick_suite
     rows = docs["frameworks"]["results"]
     assert {r["label"] for r in rows} == {
         "hvd-2ranks-mpi",
@@ -151,24 +160,18 @@ def test_launches_combine_into_the_median_of_their_medians_per_batch_size():
     assert combine_launches([failed[:1], failed[:1]]) == [failed[0]]
 
 
-def test_only_one_part_leaves_the_other_files_alone(tmp_path):
-    (tmp_path / "throughput.json").write_text("{}\n")
-    settings = dataclasses.replace(QUICK, rounds=1)
-    tiny = [c.with_(c.label, c.note, batch=(8,)) for c in framework_configs()]
-    docs = run_suite(
-        str(tmp_path),
-        parts=("frameworks",),
-        settings=settings,
-        log=lambda *a: None,
-        configs={"frameworks": [c for c in tiny if c.label in ("ddp-1rank", "ddp-2ranks")]},
-    )
-    assert sorted(docs) == ["frameworks"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["frameworks.json", "throughput.json"]
-    assert (tmp_path / "throughput.json").read_text() == "{}\n"
+def test_only_one_part_leaves_the_other_files_alone(quick_suite):
+    out, _, calls = quick_suite
+    assert sorted(calls["second"]) == ["frameworks"]
+    assert sorted(os.listdir(out)) == sorted([*calls["before"], "frameworks.json"])
+    for name, text in calls["before"].items():
+        assert open(os.path.join(out, name)).read() == text, (
+            f"{name} changed by the frameworks part"
+        )
 
 
 def test_quick_suite_records_a_cpu_trace(quick_suite):
-    _, docs = quick_suite
+    _, docs, _ = quick_suite
     traces = [t for t in docs["monitor"]["runs"].values() if t]
     assert traces and {"t", "cpu_percent", "memory_used_gib", "ctx_switches_per_s"} <= set(
         traces[0][0]
