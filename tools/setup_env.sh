@@ -48,6 +48,9 @@ case "$PYVER" in
   3.10|3.11|3.12|3.13) ;;
   *) die "Python $PYVER found, but the course needs Python 3.10-3.13 (TensorFlow 2.20 has wheels for those only): $GET_PYTHON" ;;
 esac
+# as root, a new venv from an interpreter that every account can run (the class hub's learners, the
+# non-root grader): see shareable_python in tools/setup_lib.sh
+[ -x "$VENV/bin/python" ] || PYTHON="$(shareable_python "$PYTHON")"
 
 # 2. System packages (root on Debian/Ubuntu only; otherwise just check) -------------------------------
 phase "system packages"
