@@ -172,13 +172,18 @@ class Facts:
             for d in f.decorator_list
         )
         self.optimizers = [o for o in (self._optimizer(c) for c in s.calls) if o]
-        self.fits = self.model_calls("fit")
+        self.fits = [
+            c
+            for c in s.method_calls("fit")
+            if self.uses_tensorflow and s.qualname(c.func.value) is None
+        ]
         self.compiles = [c for c in s.method_calls("compile") if self.uses_tensorflow]
         self.loops = self._training_loops()
 
     def model_calls(self, method: str) -> list:
-        """Keras' ``model.method(...)`` calls (not a module's function of that name, as the
-        course's ``training.evaluate``)."""
+        """Keras' ``model.method(...)`` calls on a model the script compiles or builds (not a
+        module's function of that name, as the course's ``training.evaluate``, nor an
+        Estimator's)."""
         if not self.uses_tensorflow:
             return []
         s = self.script

@@ -166,6 +166,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout", type=float, default=180, help="seconds a --run may last (default 180)"
     )
+    p.add_argument(
+        "--launcher",
+        choices=("mpirun", "gloo", "mpi", "torchrun"),
+        help="launcher for --run (default: torchrun for DDP; mpirun for Horovod where MPI is "
+        "installed, else horovodrun --gloo)",
+    )
     p.add_argument("--list-rules", action="store_true", help="list the rules and exit")
     return p
 
@@ -196,7 +202,12 @@ def main(argv=None) -> int:
             from hvdcourse.course.check.lint.run import run_script
 
             outcome = run_script(
-                path, script_args, np=args.np, steps=args.steps, timeout=args.timeout
+                path,
+                script_args,
+                np=args.np,
+                steps=args.steps,
+                timeout=args.timeout,
+                launcher=args.launcher,
             )
             found = sorted(found + outcome.findings, key=lambda i: (i.line, i.note, i.rule))
             if outcome.problem:

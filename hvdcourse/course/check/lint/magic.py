@@ -5,8 +5,8 @@ After ``%load_ext hvdcourse.course.check.lint``:
 * ``%hvdlint my_train.py`` (any arguments of the command, ``--run`` too) checks files;
 * ``%hvdlint`` alone checks the code of the cells run so far, as one script, and names each
   finding by its cell, ``In[3]:2``;
-* ``%%hvdlint`` on top of a cell checks that cell (the names earlier cells defined count as
-  defined).
+* ``%%hvdlint`` on top of a cell checks that cell, after the cells run so far (their imports
+  and names count), and shows that cell's lines.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from hvdcourse.course.check.lint.lint import Unreadable, lint_source, main
 from hvdcourse.runtime.errors import CourseError, error_line
 
 
-def lint_cells(cells: list, predefined=()) -> list:
-    """Lint ``cells`` (``[(label, source)]``) as one script; each line names its cell and line."""
+def lint_cells(cells: list, predefined=(), only: str | None = None) -> list:
+    """Lint ``cells`` (``[(label, source)]``) as one script; each line names its cell and line
+    (``only``: keep the lines of the cell with that label)."""
     text, starts = "", []
     for label, source in cells:
         starts.append((text.count("\n") + 1, label))
@@ -26,11 +27,17 @@ def lint_cells(cells: list, predefined=()) -> list:
     lines = []
     for item in lint_source(text, "<notebook>", predefined):
         start, label = max((s for s in starts if s[0] <= item.line), default=starts[0])
-        line = item.format().replace(
-            f"<notebook>:{item.line}:", f"{label}:{item.line - start + 1}:", 1
-        )
-        lines.append(line)
+        if only is not None and label != only:
+            continue
+        where = f"{label}:{item.line - start + 1}:"
+        lines.append(item.format().replace(f"<notebook>:{item.line}:", where, 1))
     return lines
+
+
+def history(shell) -> list:
+    """``[(label, source)]`` of the cells run so far (IPython's ``In``, less this one)."""
+    cells = list((getattr(shell, "user_ns", {}) or {}).get("In", []))[1:-1]
+    return [(f"In[{n}]", source) for n, source in enumerate(cells, 1) if source.strip()]
 
 
 def hvdlint(line: str, cell: str | None = None, shell=None) -> None:
@@ -39,13 +46,13 @@ def hvdlint(line: str, cell: str | None = None, shell=None) -> None:
     try:
         if cell is not None:
             names = set(getattr(shell, "user_ns", {}) or {})
-            report = lint_cells([("cell", cell)], names)
+            # the earlier cells too, for their imports; only this cell's lines are shown
+            report = lint_cells([*history(shell), ("cell", cell)], names, only="cell")
         elif line.strip():
             main(shlex.split(line))
             return
         else:
-            history = list((getattr(shell, "user_ns", {}) or {}).get("In", []))[1:-1]
-            code = [(f"In[{n}]", src) for n, src in enumerate(history, 1) if src.strip()]
+            code = history(shell)
             report = lint_cells(code) if code else []
     except Unreadable as err:
         print(str(err))

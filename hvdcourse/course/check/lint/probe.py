@@ -104,6 +104,11 @@ class Probe:
             return
         self.record["written"].append([full, self.script_line()])
 
+    def wrote(self, path) -> None:
+        """A library call that writes ``path`` outside Python's ``open`` (no audit event)."""
+        if isinstance(path, (str, bytes, os.PathLike)):
+            self.audit("open", (os.fspath(path), "w", 0))
+
     # ------------------------------------------------------------------ PyTorch
     def torch_loaded(self, torch) -> None:
         from torch.nn.modules.module import register_module_forward_pre_hook
@@ -151,6 +156,13 @@ class Probe:
                 [self.record["steps"], hashlib.sha256(data).hexdigest()[:16], self.script_line()]
             )
 
+        save = torch.save
+
+        def watched_save(obj, f, *args, **kwargs):  # torch.save writes from C++: no audit event
+            self.wrote(f)
+            return save(obj, f, *args, **kwargs)
+
+        torch.save = watched_save
         register_optimizer_step_pre_hook(pre)
         register_optimizer_step_post_hook(post)
         register_module_forward_pre_hook(forward)
@@ -175,6 +187,14 @@ class Probe:
                     raise StepLimit()
 
         fit, train_step = keras.Model.fit, keras.Model.train_step
+
+        for method in ("save", "save_weights"):  # HDF5 and TensorFlow write from C++
+
+            def watched(model, filepath, *args, _original=getattr(keras.Model, method), **kwargs):
+                probe.wrote(filepath)
+                return _original(model, filepath, *args, **kwargs)
+
+            setattr(keras.Model, method, watched)
 
         def watched_fit(model, *args, **kwargs):
             callbacks = list(kwargs.get("callbacks") or [])

@@ -2,7 +2,7 @@
 (lessons: Converting a Keras MNIST script to Horovod; PyTorch with Horovod, and DDP).
 
 The script starts under the course's launcher (:func:`hvdcourse.runtime.launch.run_ranks`:
-``horovodrun --gloo`` for Horovod, ``torchrun`` for DDP) with a step limit and a time limit; each
+``mpirun``, else ``horovodrun --gloo``, for Horovod; ``torchrun`` for DDP) with a step limit and a time limit; each
 rank runs it inside :mod:`~hvdcourse.course.check.lint.probe`, in a folder of its own whose
 entries link to those of the learner's folder, so the files a rank writes are told apart. Then:
 
@@ -39,6 +39,14 @@ class RunOutcome:
     problem: str = ""
     records: list = field(default_factory=list)
     seconds: float = 0.0
+
+
+def default_launcher(facts: Facts) -> str:
+    """torchrun for DDP; for Horovod mpirun where MPI is installed (its start costs the least CPU
+    time), else horovodrun --gloo."""
+    if facts.flavour == "ddp":
+        return "torchrun"
+    return "mpirun" if shutil.which("mpirun") else "gloo"
 
 
 def rank_folders(workdir: str, np: int, source: str) -> None:
@@ -81,7 +89,7 @@ def run_script(
             problem=f"{path}: --run: cannot run it here: it starts neither Horovod nor a PyTorch "
             "process group (run it on one worker, or convert it first)"
         )
-    launcher = launcher or ("torchrun" if facts.flavour == "ddp" else "gloo")
+    launcher = launcher or default_launcher(facts)
     source = os.path.abspath(cwd or os.getcwd())
     workdir = tempfile.mkdtemp(prefix="hvdlint-run-")
     try:
