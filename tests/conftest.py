@@ -208,23 +208,27 @@ def pytest_configure(config):
 # module's fixtures (its expensive runs) are made once.
 XDIST_GROUPS = {
     "slurm": (  # the session's local Slurm cluster, and the module that starts its own
-        "tests/test_slurm_jobs.py",
-        "tests/test_slurm_scripts.py",
-        "tests/test_slurm_cluster.py",
-        "tests/test_slurm_binding.py",
+        "tests/slurm/test_slurm_jobs.py",
+        "tests/slurm/test_slurm_scripts.py",
+        "tests/services/test_slurm_cluster.py",
+        "tests/runtime/test_slurm_binding.py",
         "tests/grading/test_slurm_grading.py",
     ),
     # session fixtures made once: Horovod's build report, Horovod's source (pip download)
-    "horovod-build": ("tests/test_stack.py", "tests/test_envcheck.py", "tests/test_gpu_route.py"),
+    "horovod-build": (
+        "tests/project/test_stack.py",
+        "tests/check/test_envcheck.py",
+        "tests/check/test_gpu_route.py",
+    ),
     # Prometheus and the node exporter (fixed port 9100 in the playbook's lab)
-    "services": ("tests/test_ansible_lab.py", "tests/test_monitoring.py"),
+    "services": ("tests/project/test_ansible_lab.py", "tests/services/test_monitoring.py"),
     # the class hub (the session's ``hub`` fixture): the browser round first, then the servers' tests
     "hub": ("tests/hub/test_class_hub.py", "tests/hub/test_hub.py"),
     # Ray's raylet gives up when the machine is very busy (Ray 2.60: "timed out during startup")
     "ray": (
-        "tests/test_train_ray.py",
-        "tests/test_train_ray_hvd.py",
-        "tests/test_fault_compare.py",
+        "tests/examples/test_train_ray.py",
+        "tests/examples/test_train_ray_hvd.py",
+        "tests/records/test_fault_compare.py",
     ),
 }
 
@@ -232,7 +236,7 @@ XDIST_GROUPS = {
 # The groups that take longest start first (make test runs --no-loadscope-reorder: the workers take
 # the groups in the collection's order), the book's tests last: they wait for the build.
 STARTS_FIRST = (
-    "tests/test_container.py",
+    "tests/project/test_container.py",
     "slurm",
     "tests/grading/test_grader.py",
     "services",
@@ -350,7 +354,7 @@ def book_url(built_book):
 @pytest.fixture(scope="session")
 def horovod_source(tmp_path_factory):
     """Horovod 0.28.1's source, unpacked as the set-up gets it (pip download from the registry); one
-    download for the session (tests/test_stack.py, tests/test_gpu_route.py)."""
+    download for the session (tests/project/test_stack.py, tests/check/test_gpu_route.py)."""
     folder = tmp_path_factory.mktemp("horovod-src")
     proc = subprocess.run(
         [
@@ -401,7 +405,7 @@ def local_cluster():
         cluster.stop(quiet=True, remove=True)
 
 
-# --- Horovod's build report, read once for the session (tests/test_stack.py, tests/test_envcheck.py) ---
+# --- Horovod's build report, read once for the session (tests/project/test_stack.py, tests/check/test_envcheck.py) ---
 @pytest.fixture(scope="session")
 def check_build_report():
     """What ``horovodrun --check-build`` of this venv prints."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build container/Containerfile with Podman and smoke-test the image (`make container-check`, as
-# root; `tests/test_container.py` runs it in `make test`).
+# root; `tests/project/test_container.py` runs it in `make test`).
 #
 # The image is the course environment, keyed like the Horovod wheel: localhost/hvdcourse:env-<key>,
 # where the key hashes what `make env` inside it depends on (the Containerfile, the set-up scripts,

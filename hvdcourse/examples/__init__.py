@@ -4,9 +4,10 @@ The trainers (``train_single``, ``train_hvd``, ``train_tape``, ``train_elastic``
 the model, the MNIST data, the training helpers and the scripts' shared command-line options.
 Lessons show these files (``literalinclude``) and run them (``python -m hvdcourse.examples.train_hvd``),
 so they stay short and free of course machinery. Modules here may import :mod:`hvdcourse.runtime`,
-never :mod:`hvdcourse.course` (checked by ``tests/test_layers.py``).
+never :mod:`hvdcourse.course` (checked by ``tests/project/test_layers.py``).
 
-The trainers' contract (checked by ``tests/test_trainer_contract.py``; PyTorch trainers will keep it too):
+The trainers' contract (checked by ``tests/examples/test_trainer_contract.py``; PyTorch trainers
+will keep it too):
 
 * ``main(argv=None, callbacks=()) -> int``: ``argv`` as for argparse (``None``: ``sys.argv[1:]``);
   ``callbacks`` are extra Keras callbacks (a profiler, :mod:`hvdcourse.course.lessons.faults`' fault

@@ -7,5 +7,5 @@ nodes, this process's rank, where the clone's files are (:mod:`~hvdcourse.runtim
 the machine a figure was measured on (:mod:`~hvdcourse.runtime.machine`).
 Modules here import only the standard library, third-party packages and each other: never
 :mod:`hvdcourse.examples` or :mod:`hvdcourse.course` (the contracts in ``pyproject.toml``, checked by
-``tests/test_layers.py``, enforce it).
+``tests/project/test_layers.py``, enforce it).
 """

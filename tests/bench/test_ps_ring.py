@@ -2,7 +2,7 @@
 consistent with the code that measures, and was written by the suite's command.
 
 The measurement itself is heavy (``make bench``); tests/bench/test_suite.py runs its quick version
-and tests/test_parameter_server.py checks the parameter-server step's sum."""
+and tests/lessons/test_parameter_server.py checks the parameter-server step's sum."""
 
 import json
 import os

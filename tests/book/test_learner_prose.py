@@ -99,14 +99,14 @@ def test_learner_page_prose_names_no_test_file_and_no_provenance(page):
 def test_the_scan_sees_paths_and_provenance_in_prose_but_not_in_code_or_instructor_notes():
     page = (
         "---\nkernelspec: {}\n---\n"
-        "The rule holds (`tests/test_lr_rule.py` checks it).\n"
+        "The rule holds (`tests/examples/test_lr_rule.py` checks it).\n"
         "When the book is built the CI runs it; a helper keeps the data.\n"
         "```{code-cell} ipython3\nprint('tests/x.py, this build, commit')\n```\n"
         ":::{admonition} Instructor note\n:class: note\nRun the test suite and commit the JSON.\n:::\n"
         "Run `git commit` yourself; the elastic state is committed in memory.\n"
     )
     assert findings(page) == [
-        (4, "test path 'tests/test_lr_rule.py'"),
+        (4, "test path 'tests/examples/test_lr_rule.py'"),
         (5, "provenance 'When the book is built'"),
         (5, "provenance 'the CI'"),
         (5, "provenance 'a helper'"),

@@ -1,5 +1,6 @@
-"""Test helper: a test that passes but leaves an orphaned process behind (tests/test_faults.py runs
-it in a nested pytest session, whose end-of-session check must then fail)."""
+"""Test helper: a test that passes but leaves an orphaned process behind
+(tests/lessons/test_faults.py runs it in a nested pytest session, whose end-of-session check must
+then fail)."""
 
 import subprocess
 import sys

@@ -3,7 +3,7 @@ through a round of release, collect, grade and return.
 
 The hub is the session's ``hub`` fixture (tests/conftest.py: three new accounts, TLS with the
 self-signed certificate the hub makes), shared with test_hub.py. Headless Chromium (Debian's, driven
-by Playwright as in tests/test_lab_browser.py) logs in as the three learners; each opens exercise 2 in
+by Playwright as in tests/services/test_lab_browser.py) logs in as the three learners; each opens exercise 2 in
 their own home, writes an answer (two right, one a constant), runs it (its check runs on 2 MPI ranks)
 and saves; ``hvdcourse-class`` releases, collects, grades and returns for the roster; each learner
 reads their own feedback in the browser and is refused another learner's home and feedback. The

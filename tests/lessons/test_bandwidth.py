@@ -1,5 +1,6 @@
 """The interconnect check's arithmetic (hvdcourse.course.lessons.bandwidth): sizes, bus bandwidth as NCCL's
-tests define it, the ring model's fit, the report. Its run across two nodes is in test_slurm_jobs.py."""
+tests define it, the ring model's fit, the report. Its run across two nodes is in
+tests/slurm/test_slurm_jobs.py."""
 
 import pytest
 

@@ -118,7 +118,7 @@ def tracked_text_files() -> list:
         for name in names
         if name.endswith((".md", ".py", ".sh", ".toml", ".yml", ".txt", "Makefile"))
         and not name.startswith(("exercises/ex", "solutions/"))
-        and name != "tests/test_docstrings.py"
+        and name != "tests/project/test_docstrings.py"
     ]
 
 

@@ -1,8 +1,8 @@
 """``hvdcourse.course.lessons.conversion_record``: the recorded learning-rate lab (book/data/conversion_lab.json)
 that the "going further" page reads is complete, made by today's commands, and states its machine.
 
-The lab's code runs here on tiny settings (tests/test_conversion_lab.py); the full lab (15 trainings,
-about five minutes) runs when the record is made, not on every build."""
+The lab's code runs here on tiny settings (tests/lessons/test_conversion_lab.py); the full lab (15
+trainings, about five minutes) runs when the record is made, not on every build."""
 
 import json
 import os

@@ -1,7 +1,8 @@
 """Library code raises typed errors; every command turns them into ONE line ``hvdcourse: error: ...``
 and the exit code documented in hvdcourse/runtime/errors.py and the README (2: fix your input,
 3: a run failed or timed out). One test per family of commands; the trainers' and the launcher's
-bad input is in test_faults_bad_input.py, the data preparation's in test_data.py."""
+bad input is in tests/examples/test_faults_bad_input.py, the data preparation's in
+tests/examples/test_data.py."""
 
 import os
 import re

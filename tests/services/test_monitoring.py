@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from conftest import ROOT
 from hvdcourse.course.lessons import faults
 from hvdcourse.course.services import monitoring
 from hvdcourse.examples.live_metrics import TRAINING_METRICS
@@ -226,9 +227,7 @@ def test_a_missing_prometheus_is_one_clear_line(monkeypatch, tmp_path):
 
 
 def test_the_playbook_serves_the_ranks_metrics_on_the_courses_port_base():
-    defaults = os.path.join(
-        os.path.dirname(__file__), "..", "ansible", "roles", "monitoring", "defaults", "main.yml"
-    )
+    defaults = os.path.join(ROOT, "ansible", "roles", "monitoring", "defaults", "main.yml")
     with open(defaults) as fh:
         assert yaml.safe_load(fh)["lab_metrics_port_base"] == monitoring.METRICS_PORT_BASE
 

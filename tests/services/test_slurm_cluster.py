@@ -13,7 +13,8 @@ from hvdcourse.course.services.slurm_cluster import ClusterError, LocalCluster
 
 @pytest.fixture
 def cluster():
-    """A cluster of its own (not the one test_slurm_jobs.py uses), always stopped and removed."""
+    """A cluster of its own (not the one tests/slurm/test_slurm_jobs.py uses), always stopped and
+    removed."""
     directory = tempfile.mkdtemp(prefix="hvdcourse-slurm-", dir="/tmp")
     cluster = LocalCluster(directory)
     yield cluster

@@ -445,8 +445,9 @@ def quick_configs() -> dict:
             if c.label in ("hvd-2ranks-mpi", "torch-hvd-1rank", "torch-hvd-2ranks-gloo")
             or c.mode == "ddp"
         ],
-        # none: each Ray run starts a Ray instance (tens of seconds); tests/test_train_ray.py runs
-        # the two Ray scripts, tests/bench/test_side_by_side.py the part on a few quick runs
+        # none: each Ray run starts a Ray instance (tens of seconds);
+        # tests/examples/test_train_ray.py runs the two Ray scripts,
+        # tests/bench/test_side_by_side.py the part on a few quick runs
         "ray": {},
     }
 

@@ -26,7 +26,7 @@ again (**recover**), the **epochs lost** (steps done again after the restart, in
 
 ``python -m hvdcourse.course.lessons.fault_compare --record book/data/fault_compare.json`` runs all three
 (minutes on 2 cores; more on a busy machine) and writes the table that the lesson shows; :func:`ray_train` alone is
-what the lesson runs live and ``tests/test_fault_compare.py`` checks.
+what the lesson runs live and ``tests/records/test_fault_compare.py`` checks.
 """
 
 from __future__ import annotations

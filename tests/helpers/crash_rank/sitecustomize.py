@@ -1,4 +1,4 @@
-"""Test helper: make ONE rank of a Slurm job die mid-run (tests/test_slurm_jobs.py).
+"""Test helper: make ONE rank of a Slurm job die mid-run (tests/slurm/test_slurm_jobs.py).
 
 Put this folder on PYTHONPATH and set HVDCOURSE_CRASH_RANK=N: the process whose SLURM_PROCID is N
 exits with status 3 about a second after Horovod has started, as a crashing rank would.
