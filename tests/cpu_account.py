@@ -35,6 +35,29 @@ DESCRIPTIONS = {
     "service": "starts a service: Ray, Prometheus, JupyterLab, a kernel, an SSH server, a grader's sandbox",
     "ranks": "starts a multi-rank job (MPI or Gloo ranks, ipyparallel engines) or a training run",
 }
+# commands that show what a test needs, whatever its markers say: an unmarked test that starts one
+# is listed at the end of the session (its module's line in tests/conftest.py's NEEDS is missing)
+TELLING_COMMANDS = {
+    "mpirun -np": "ranks",
+    "horovodrun -np": "ranks",
+    "torchrun": "ranks",
+    "sbatch": "slurm",
+    "srun": "slurm",
+    "jupyter-book build": "book",
+    "podman": "container",
+    "chromium": "browser",
+    "python -m hvdcourse.course.grading.grader": "service",
+    "mpiexec": "ranks",
+    "slurmctld": "slurm",
+    "slurmd": "slurm",
+    "python -m ipykernel_launcher": "service",
+    "jupyter-lab": "service",
+    "prometheus": "service",
+    "sshd": "service",
+    "ray start": "service",
+    "gcs_server": "service",
+    "raylet": "service",
+}
 LOG = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_build", "test-cpu.jsonl"
 )
@@ -131,9 +154,19 @@ class CpuAccount:
                 terminalreporter.write_line(line)
 
 
+def telling(record: dict) -> str:
+    """The area that the commands a test started show it needs ('' if none does)."""
+    for command in record.get("commands", ()):
+        for start, area in TELLING_COMMANDS.items():
+            if command.startswith(start):
+                return area
+    return ""
+
+
 def summary(path: str) -> list:
     """The CPU account of a session's ``test-cpu.jsonl``, as lines to print."""
     areas: dict = {}
+    untold: list = []
     book = machine = None
     with open(path) as fh:
         for line in fh:
@@ -141,11 +174,14 @@ def summary(path: str) -> list:
             if record["kind"] == "test":
                 cpu, count, wall = areas.get(record["area"], (0.0, 0, 0.0))
                 areas[record["area"]] = (cpu + record["cpu"], count + 1, wall + record["wall"])
+                if record["area"] == "unit" and telling(record):
+                    untold.append(record)
             elif record["kind"] == "book-build":
                 book = record["cpu"]
             elif record["kind"] == "machine":
                 machine = record
     tests = sum(cpu for cpu, _, _ in areas.values())
+    unmarked = sorted({(r["test"].split("::")[0], need) for r in untold for need in [telling(r)]})
     lines = ["cpu: CPU seconds of the test session (the tests' own processes and their children):"]
     for area in (*AREAS, "unit"):
         if area in areas:
@@ -157,6 +193,10 @@ def summary(path: str) -> list:
     if book is not None:
         lines.append(f"cpu: {'book':>9} {book:8.0f} CPU s  (the book build, beside the tests)")
         lines.append(f"cpu: {'session':>9} {tests + book:8.0f} CPU s  (tests and book build)")
+    for module, need in unmarked:
+        lines.append(
+            f"cpu: unmarked tests of {module} start what needs '{need}' (tests/conftest.py, NEEDS)"
+        )
     if machine:
         lines.append(
             f"cpu: {'machine':>9} {machine['busy']:8.0f} CPU s busy in {machine['wall']:.0f} s "
