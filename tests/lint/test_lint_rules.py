@@ -353,6 +353,17 @@ CASES = {
         "loader = DataLoader(",
         TORCH,
     ),
+    "unsharded-data: a Horovod DistributedSampler without num_replicas and rank": (
+        change(
+            TORCH,
+            (
+                "DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank())",
+                "DistributedSampler(dataset)",
+            ),
+        ),
+        "sampler = DistributedSampler(",
+        TORCH,
+    ),
     "sampler-epoch": (
         change(TORCH, ("    sampler.set_epoch(epoch)\n", "")),
         "sampler = DistributedSampler(",

@@ -2,7 +2,7 @@
 the broadcast and trains every rank on the same batches, and one where every rank writes the
 checkpoint. Both runs are made once, by the module's fixture (about 25 CPU seconds together)."""
 
-import textwrap
+import os
 
 import pytest
 
@@ -10,53 +10,49 @@ from hvdcourse.course.check.lint.run import run_script
 
 pytestmark = pytest.mark.ranks
 
-# no broadcast, each rank its own initial weights, the same data on both ranks; rank 0 saves
-SKIPS_BROADCAST = textwrap.dedent(
-    """\
-    import torch
-    import horovod.torch as hvd
+# 3 epochs of 8 batches: the run stops the loop after 2 steps, then gives each pass one batch
+TRAIN = """\
+import torch
+import horovod.torch as hvd
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
 
-    hvd.init()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    x, y = torch.randn(64, 4), torch.randn(64, 2)
-    torch.manual_seed(hvd.rank())
-    model = torch.nn.Linear(4, 2)
-    optimizer = hvd.DistributedOptimizer(
-        torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
-    )
-    for step in range(5):
+hvd.init()
+torch.set_num_threads(1)
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(128, 4), torch.randn(128, 2))
+{loader}
+torch.manual_seed({seed})
+model = torch.nn.Linear(4, 2)
+optimizer = hvd.DistributedOptimizer(
+    torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
+)
+{broadcast}
+for epoch in range(3):
+    {epoch}
+    for x, y in loader:
         optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x[step::5]), y[step::5])
+        loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         optimizer.step()
-    if hvd.rank() == 0:
-        torch.save(model.state_dict(), "model.pt")
-    """
+    {save}
+"""
+# no broadcast, each rank its own initial weights, the same batches on both ranks; rank 0 saves
+SKIPS_BROADCAST = TRAIN.format(
+    loader="loader = DataLoader(data, batch_size=16)",
+    seed="hvd.rank()",
+    broadcast="",
+    epoch="",
+    save='if hvd.rank() == 0:\n        torch.save(model.state_dict(), "model.pt")',
 )
 # rank 0's state broadcast, each rank its own part of the data; every rank saves
-EVERY_RANK_SAVES = textwrap.dedent(
-    """\
-    import torch
-    import horovod.torch as hvd
-
-    hvd.init()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    x, y = torch.randn(64, 4)[hvd.rank()::hvd.size()], torch.randn(64, 2)[hvd.rank()::hvd.size()]
-    model = torch.nn.Linear(4, 2)
-    optimizer = hvd.DistributedOptimizer(
-        torch.optim.SGD(model.parameters(), lr=0.01), named_parameters=model.named_parameters()
-    )
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    for step in range(5):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x[step::5]), y[step::5])
-        loss.backward()
-        optimizer.step()
-        torch.save(model.state_dict(), "checkpoint.pt")
-    """
+EVERY_RANK_SAVES = TRAIN.format(
+    loader="sampler = DistributedSampler(data, num_replicas=hvd.size(), rank=hvd.rank())\n"
+    "loader = DataLoader(data, batch_size=8, sampler=sampler)",
+    seed="0",
+    broadcast="hvd.broadcast_parameters(model.state_dict(), root_rank=0)",
+    epoch="sampler.set_epoch(epoch)",
+    save='torch.save(model.state_dict(), "checkpoint.pt")',
 )
 
 
@@ -84,9 +80,12 @@ def rules(outcome):
     return {f.rule: f for f in outcome.findings if not f.note}
 
 
-def test_both_ranks_report_and_stop_after_the_step_limit(runs):
+def test_the_loop_stops_at_the_step_limit_and_the_script_runs_to_its_end(runs):
+    """2 steps, then one batch in each of the 2 other epochs; rank 0's save after the loop ran."""
     for outcome in runs.values():
-        assert [record["steps"] for record in outcome.records] == [2, 2]
+        assert [record["steps"] for record in outcome.records] == [4, 4]
+    written = [os.path.basename(p) for p, _ in runs["skips_broadcast"].records[0]["written"]]
+    assert written == ["model.pt"]
 
 
 def test_a_script_that_skips_the_broadcast_has_different_weights_before_the_first_step(runs):

@@ -141,11 +141,15 @@ def check_sharding(f: Facts, report: Report) -> None:
             continue  # sharded, or random data each process makes for itself
         sources = [n for n in nodes if is_source(f, n)]
         if not sources:
+            what = (
+                f"where {s.words(exprs[0])} comes from"
+                if anchor in f.fits
+                else "where the batches of this training loop come from"
+            )
             report.note(
                 "unsharded-data",
                 anchor,
-                f"the script does not show where {s.words(exprs[0])} comes from: check that "
-                "each rank trains on its own part",
+                f"the script does not show {what}: check that each rank trains on its own part",
             )
             continue
         loaders = [
@@ -164,6 +168,19 @@ def check_sharding(f: Facts, report: Report) -> None:
 
 def check_sampler(f: Facts, report: Report) -> None:
     s = f.script
+    if f.flavour == "torch" and f.distributed:
+        for call in s.calls:
+            if last_name(call.func) == "DistributedSampler" and not (
+                s.keyword(call, "num_replicas", 1) is not None
+                and s.keyword(call, "rank", 2) is not None
+            ):
+                report.finding(
+                    "unsharded-data",
+                    call,
+                    "DistributedSampler without num_replicas= and rank= asks torch.distributed "
+                    "for them, which a Horovod script never starts (ValueError: Default process "
+                    "group has not been initialized)",
+                )
     if s.method_calls("set_epoch"):
         return
     for call in s.calls:

@@ -12,10 +12,14 @@ without changing what it computes:
   ``train_step``'s batch), to compare the ranks' data;
 * every file the rank opens for writing from Python (an audit hook), with the script's line.
 
-After ``N`` steps it stops the script on every rank at the same step (a ``BaseException`` the
-script's own ``except Exception`` does not catch) and reports the record through
-:mod:`hvdcourse.runtime.results`. An exception from the script becomes one line saying why it
-cannot run here (a GPU, a file that is not here, a module that is not installed).
+After ``N`` steps it ends the training on every rank at the same step, gently, so that what the
+script does after its loop (the checkpoint of the epoch, the final save) still runs: Keras' ``fit``
+stops (``model.stop_training``), and a PyTorch ``DataLoader`` ends the loop that reads it (and gives
+each later pass one batch, an evaluation too). A loop the probe cannot end so is stopped at
+``10 x N`` steps (a ``BaseException`` the script's own ``except Exception`` does not catch). The
+record goes back through :mod:`hvdcourse.runtime.results`. An exception before the first step
+becomes one line saying why the script cannot run here (a GPU, a file that is not here, a module
+that is not installed).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class Probe:
     def __init__(self, script: str, steps: int, ignore: tuple = (), keep: str = ""):
         self.script = os.path.abspath(script)
         self.limit = steps
+        self.hard_limit = 10 * steps  # a loop the probe cannot end gently
         self.ignore = tuple(os.path.abspath(p) for p in ignore)
         self.keep = os.path.abspath(keep) if keep else ""
         self.record = {
@@ -141,7 +146,7 @@ class Probe:
                 step = self.record["steps"]
                 self.record["weights"].append([step, digest_params(optimizer), self.script_line()])
                 self.want_data = True
-                if step >= self.limit:
+                if step >= self.hard_limit:
                     raise StepLimit()
 
         def forward(module, args):
@@ -163,9 +168,31 @@ class Probe:
             return save(obj, f, *args, **kwargs)
 
         torch.save = watched_save
+        self.limit_loaders(torch.utils.data.DataLoader)
         register_optimizer_step_pre_hook(pre)
         register_optimizer_step_post_hook(post)
         register_module_forward_pre_hook(forward)
+
+    def limit_loaders(self, loader_class) -> None:
+        """Past the step limit a ``DataLoader`` pass ends before its next batch (a pass that
+        starts then gives one batch): the training loop ends, what follows it runs."""
+        original = loader_class.__iter__
+        probe = self
+
+        def limited(loader):
+            iterator = original(loader)
+
+            def batches():
+                given = 0
+                for batch in iterator:
+                    if given and probe.record["steps"] >= probe.limit:
+                        return
+                    given += 1
+                    yield batch
+
+            return batches()
+
+        loader_class.__iter__ = limited
 
     # ------------------------------------------------------------------ Keras (tf-keras)
     def keras_loaded(self, keras) -> None:
@@ -184,6 +211,8 @@ class Probe:
                     h.update(weight.tobytes())
                 probe.record["weights"].append([step, h.hexdigest()[:16], None])
                 if step >= probe.limit:
+                    self.model.stop_training = True  # fit ends after this batch's epoch end
+                if step >= probe.hard_limit:
                     raise StepLimit()
 
         fit, train_step = keras.Model.fit, keras.Model.train_step
@@ -234,8 +263,11 @@ class Probe:
             if code and self.record["steps"] == 0:
                 self.record["error"] = f"it exited with status {code} before its first step"
         except BaseException as err:  # the learner's script: anything may come out of it
-            self.record["error"] = why_not(err)
-            code = 3
+            if self.record["steps"] == 0:
+                self.record["error"] = why_not(err)
+                code = 3
+            else:  # after some steps: what the steps showed still counts
+                self.record["ended"] = why_not(err)
         self.record["seconds"] = round(time.monotonic() - self.started, 2)
         results.report(self.record)
         return code
@@ -251,7 +283,6 @@ class AfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name not in self.hooks:
             return None
-        hook = self.hooks.pop(name)
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
@@ -260,12 +291,17 @@ class AfterImport(importlib.abc.MetaPathFinder):
                 break
         else:
             return None
-        loader = spec.loader
+        loader, hooks = spec.loader, self.hooks
         original = loader.exec_module
 
         def exec_module(module):
             original(module)
-            hook(module)
+            hook = hooks.pop(name, None)  # once: a find_spec alone (a check) imports nothing
+            if hook is not None:
+                try:
+                    hook(module)
+                except Exception as err:  # the probe must never break the learner's script
+                    print(f"[hvdlint] cannot watch {name}: {err}", file=sys.stderr)
 
         loader.exec_module = exec_module
         return spec

@@ -29,10 +29,20 @@ class Rule:
     lesson: dict
 
     def fix_for(self, flavour: str) -> str:
-        return self.fix.get(flavour) or self.fix["keras"]
+        return _pick(self.fix, flavour)
 
     def lesson_for(self, flavour: str) -> str:
-        return self.lesson.get(flavour) or self.lesson["keras"]
+        return _pick(self.lesson, flavour)
+
+
+def _pick(table: dict, flavour: str) -> str:
+    """The entry for ``flavour``; DDP falls back to PyTorch's, PyTorch's to Keras'."""
+    for key in {"ddp": ("ddp", "torch", "keras"), "torch": ("torch", "keras")}.get(
+        flavour, (flavour, "keras")
+    ):
+        if table.get(key):
+            return table[key]
+    return table["keras"]
 
 
 @dataclass(frozen=True)
