@@ -506,6 +506,9 @@ def show_buggy_script() -> None:
     "ex11",
     "Find the bugs in a Horovod script",
     {kind: (f"finds '{kind}'", 1) for kind in BUG_KINDS},
+    after="Next: check your own training script for these mistakes, and more, with "
+    "'hvdcourse-lint my_train.py' (Converting to Horovod: going further, the section "
+    "'Check your own script').",
 )
 def ex11_find_the_bug(c, bugs, hidden=None):
     """Exercise 11: ``bugs = {kind: line number}`` for the mistakes of the buggy script (``hidden``:

@@ -111,10 +111,12 @@ class CheckResult:
 
 
 class Checker:
-    """Collects findings for the criteria declared in ``criteria`` ({key: (text, points)})."""
+    """Collects findings for the criteria declared in ``criteria`` ({key: (text, points)});
+    ``after``: a line printed under the report once every check passed (where to go next)."""
 
-    def __init__(self, exercise: str, title: str, criteria: dict):
+    def __init__(self, exercise: str, title: str, criteria: dict, after: str = ""):
         self.result = CheckResult(exercise, title)
+        self.after = after
         self._by_key = {}
         for key, (text, points) in criteria.items():
             finding = Finding(text, points)
@@ -149,11 +151,14 @@ class Checker:
                 finding.passed, finding.detail = False, NOT_CHECKED
         if not quiet:
             print(self.result.report(), flush=True)
+            if self.after and self.result.passed:
+                print(self.after, flush=True)
         return self.result
 
 
-def check(exercise: str, title: str, criteria: dict):
-    """Make ``body(checker, *answers, **options)`` a check: ``check(*answers, quiet=False, **options)``.
+def check(exercise: str, title: str, criteria: dict, after: str = ""):
+    """Make ``body(checker, *answers, **options)`` a check: ``check(*answers, quiet=False, **options)``
+    (``after``: see :class:`Checker`).
 
     The check builds the :class:`Checker`, lets ``body`` judge (``raise Stop`` ends it early), prints
     the report unless ``quiet`` and returns the :class:`CheckResult`.
@@ -162,7 +167,7 @@ def check(exercise: str, title: str, criteria: dict):
     def wrap(body):
         @functools.wraps(body)
         def run(*answers, quiet: bool = False, **options) -> CheckResult:
-            c = Checker(exercise, title, criteria)
+            c = Checker(exercise, title, criteria, after)
             try:
                 body(c, *answers, **options)
             except Stop:

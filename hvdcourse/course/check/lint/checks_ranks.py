@@ -185,7 +185,7 @@ def check_writes(f: Facts, report: Report) -> None:
                 continue
             if maker is not None and _per_rank(f, maker):
                 continue
-            what = s.words(maker.func) if maker is not None else s.words(element.node)
+            what = f"{s.words(maker.func)}(...)" if maker is not None else s.words(element.node)
             if element.kind == "checkpoint":
                 report.finding(
                     "every-rank-checkpoints",

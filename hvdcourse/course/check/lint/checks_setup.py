@@ -203,8 +203,8 @@ def check_optimizer(f: Facts, report: Report) -> None:
             report.finding(
                 "unwrapped-optimizer",
                 compile_call,
-                f"model.compile gets {s.words(value)}, an optimizer that Horovod's "
-                "DistributedOptimizer never wrapped: each rank applies its own gradients",
+                f"model.compile gets the optimizer {s.words(value)!r}, which no "
+                "hvd.DistributedOptimizer wraps: each rank applies its own gradients",
             )
         if not f.compiles and not tape:
             for call in s.method_calls("apply_gradients"):

@@ -38,3 +38,11 @@ def test_each_planted_mistake_is_found_by_its_rule_on_a_line_of_the_key(findings
 def test_no_finding_is_on_a_line_without_a_mistake(findings):
     planted = set().union(*(keys.bug_lines(kind) for kind in checks.BUG_KINDS))
     assert [f.format() for f in findings if f.line not in planted] == []
+
+
+def test_the_exercises_feedback_points_to_the_tool_once_every_mistake_is_found(capsys):
+    answer = {kind: min(keys.bug_lines(kind)) for kind in checks.BUG_KINDS}
+    assert checks.ex11_find_the_bug(answer).passed
+    assert "hvdcourse-lint my_train.py" in capsys.readouterr().out
+    checks.ex11_find_the_bug({"unscaled-lr": min(keys.bug_lines("unscaled-lr"))})
+    assert "hvdcourse-lint" not in capsys.readouterr().out  # not before: it would give answers
