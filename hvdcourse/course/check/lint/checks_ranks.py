@@ -11,7 +11,7 @@ import re
 from hvdcourse.course.check.lint.checks_data import is_shard, training_data
 from hvdcourse.course.check.lint.facts import Facts, keras_member
 from hvdcourse.course.check.lint.rules import Report
-from hvdcourse.course.check.lint.source import FUNCTIONS, last_name
+from hvdcourse.course.check.lint.source import DIST_COLLECTIVES, FUNCTIONS, last_name
 
 HVD_COLLECTIVES = {
     "allreduce",
@@ -39,26 +39,6 @@ HVD_COLLECTIVES = {
     "grouped_reducescatter",
     "join",
     "barrier",
-}
-DIST_COLLECTIVES = {
-    "all_reduce",
-    "broadcast",
-    "all_gather",
-    "all_gather_object",
-    "all_gather_into_tensor",
-    "gather",
-    "gather_object",
-    "scatter",
-    "scatter_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all",
-    "all_to_all_single",
-    "barrier",
-    "monitored_barrier",
-    "broadcast_object_list",
-    "new_group",
 }
 AVERAGING = {"allreduce", "allreduce_", "grouped_allreduce", "allgather", "allgather_object"}
 DIST_AVERAGING = {"all_reduce", "all_gather", "all_gather_object", "reduce", "gather_object"}

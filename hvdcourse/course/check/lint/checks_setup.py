@@ -12,7 +12,7 @@ import ast
 
 from hvdcourse.course.check.lint.facts import WITH_MOMENTUM, Facts
 from hvdcourse.course.check.lint.rules import Report
-from hvdcourse.course.check.lint.source import DDP_CLASSES, last_name
+from hvdcourse.course.check.lint.source import DDP_CLASSES, DIST_COLLECTIVES, last_name
 
 # Horovod calls that need no hvd.init() before them
 NO_INIT = {
@@ -33,28 +33,6 @@ NO_INIT = {
     "Compression.none",
 }
 DIST_NO_INIT = {"init_process_group", "is_initialized", "is_available", "is_torchelastic_launched"}
-DIST_COLLECTIVES = {
-    "all_reduce",
-    "broadcast",
-    "all_gather",
-    "all_gather_object",
-    "all_gather_into_tensor",
-    "gather",
-    "gather_object",
-    "scatter",
-    "scatter_object_list",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all",
-    "all_to_all_single",
-    "barrier",
-    "monitored_barrier",
-    "broadcast_object_list",
-    "get_rank",
-    "get_world_size",
-    "new_group",
-}
 
 
 def _first_line(nodes) -> int:
@@ -95,7 +73,11 @@ def check_init(f: Facts, report: Report) -> None:
         name = "hvd.init()"
     else:
         inits = [c for c in s.calls if s.dist_member(c.func) == "init_process_group"]
-        uses = [c for c in s.calls if s.dist_member(c.func) in DIST_COLLECTIVES]
+        uses = [
+            c
+            for c in s.calls
+            if s.dist_member(c.func) in DIST_COLLECTIVES | {"get_rank", "get_world_size"}
+        ]
         uses += [c for c in s.calls if s.call_name(c) in DDP_CLASSES]
         name = "init_process_group()"
     if not inits:

@@ -31,6 +31,27 @@ DDP_CLASSES = (
     "torch.nn.parallel.distributed.DistributedDataParallel",
     "torch.nn.DistributedDataParallel",
 )
+# PyTorch's collectives (every rank of the group must call them)
+DIST_COLLECTIVES = {
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_object",
+    "all_gather_into_tensor",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "barrier",
+    "monitored_barrier",
+    "broadcast_object_list",
+    "new_group",
+}
 # frameworks the rules do not cover: their names start with these
 OTHER_FRAMEWORKS = {
     # a driver and the workers' function in one file: which lines run on the ranks is not visible
