@@ -220,10 +220,6 @@ def main(argv=None) -> int:
     return exit_status(items, unreadable)
 
 
-def format_items(items: list) -> str:
-    return "\n".join(item.format() for item in items)
-
-
 def cli() -> int:
     """The console script ``hvdcourse-lint``."""
     return run_cli(main, stop_on_sigterm=True)

@@ -322,6 +322,7 @@ class Report:
     """The findings and notes of one script; a note at most once per rule."""
 
     def __init__(self, path: str, flavour: str | None):
+        assert flavour in FLAVOURS or flavour is None, flavour
         self.path, self.flavour = path, flavour or "keras"
         self.items: list = []
         self._noted: set = set()
@@ -336,9 +337,6 @@ class Report:
         if rule not in self._noted:
             self._noted.add(rule)
             self.items.append(Finding(self.path, _line(node), rule, why, self.flavour, note=True))
-
-    def findings(self) -> list:
-        return [item for item in self.items if not item.note]
 
 
 def _line(node) -> int:

@@ -404,17 +404,6 @@ class Script:
                     values += function.body
         return values
 
-    def unknown_names(self, node) -> list:
-        """The names among ``node``'s sources that the script shows nothing for: parameters that no
-        call fills, names defined in no scope (imports are known)."""
-        unknown = []
-        for sub in self.sources(node):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-                found, param = self.bindings(sub.id, sub)
-                if param and not found and self.unknown_param(param):
-                    unknown.append(sub.id)
-        return unknown
-
     def reaches(self, node, predicate) -> bool:
         return any(predicate(sub) for sub in self.sources(node))
 
