@@ -378,7 +378,9 @@ def horovod_source(tmp_path_factory):
         f"pip download horovod==0.28.1 failed (registry needed):\n{proc.stderr[-2000:]}"
     )
     with tarfile.open(glob.glob(str(folder / "horovod-0.28.1.tar.gz"))[0]) as tar:
-        tar.extractall(folder, filter="data")
+        # the "data" filter where tarfile has it (Python 3.11.4+; Debian 12's 3.11.2 lacks it)
+        safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(folder, **safe)
     return folder / "horovod-0.28.1"
 
 
