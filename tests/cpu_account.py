@@ -111,6 +111,8 @@ class CpuAccount:
         self.worker = hasattr(config, "workerinput")
 
     def pytest_sessionstart(self, session):
+        if self.config.option.collectonly:
+            return
         if not self.worker:
             os.makedirs(os.path.dirname(LOG), exist_ok=True)
             open(LOG, "w").close()
@@ -137,7 +139,7 @@ class CpuAccount:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
         subprocess.Popen.__init__ = _original_init
-        if self.worker:
+        if self.worker or not hasattr(self, "started"):
             return
         wall = time.monotonic() - self.started[0]
         write(
@@ -149,7 +151,7 @@ class CpuAccount:
         )
 
     def pytest_terminal_summary(self, terminalreporter):
-        if not self.worker and os.path.exists(LOG):
+        if not self.worker and not self.config.option.collectonly and os.path.exists(LOG):
             for line in summary(LOG):
                 terminalreporter.write_line(line)
 
