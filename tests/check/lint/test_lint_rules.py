@@ -450,6 +450,34 @@ CASES = {
             ),
         ),
     ),
+    "every-rank-logs: a loss on batches moved to the local rank's GPU, printed by every rank": (
+        change(
+            TORCH,
+            ("hvd.init()\n", "hvd.init()\ndevice = torch.device('cuda', hvd.local_rank())\n"),
+            (
+                "        optimizer.zero_grad()\n",
+                "        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n",
+            ),
+            (
+                "    if hvd.rank() == 0:\n",
+                '    print(f"epoch {epoch}: loss={loss.item():.3f}")\n    if hvd.rank() == 0:\n',
+            ),
+        ),
+        'print(f"epoch {epoch}: loss=',
+        change(
+            TORCH,
+            ("hvd.init()\n", "hvd.init()\ndevice = torch.device('cuda', hvd.local_rank())\n"),
+            (
+                "        optimizer.zero_grad()\n",
+                "        x, y = x.to(device), y.to(device)\n        optimizer.zero_grad()\n",
+            ),
+            (
+                "    if hvd.rank() == 0:\n",
+                '    print(f"rank {hvd.rank()}, epoch {epoch}: loss={loss.item():.3f}")\n'
+                "    if hvd.rank() == 0:\n",
+            ),
+        ),
+    ),
     "unaveraged-metrics: sharded validation without MetricAverageCallback": (
         change(
             KERAS,
@@ -667,6 +695,60 @@ def test_the_passing_script_gives_no_finding_of_that_rule(case):
     rule = case.split(":")[0]
     passing = CASES[case][2]
     assert [f for f in findings(passing) if f[0] == rule] == []
+
+
+# correct scripts in styles the course's own do not use, each once reported by mistake
+CORRECT = {
+    "the steps divided from a count of batches, Adam's rate scaled (lr-rule)": change(
+        KERAS,
+        ("lr = 1e-3", "num_batches = 60000 // 64\nsteps = num_batches // hvd.size()\nlr = 1e-3"),
+        ("epochs=3,", "epochs=3, steps_per_epoch=steps,"),
+    ),
+    "one pass over the data with a shuffling DistributedSampler (sampler-epoch)": change(
+        DDP, ("for epoch in range(3):\n    sampler.set_epoch(epoch)\n", "if True:\n")
+    ),
+    "lines on every rank that name no metric (every-rank-logs)": change(
+        TORCH,
+        (
+            "torch.set_num_threads(1)\n",
+            "torch.set_num_threads(1)\n"
+            'print("mixed precision:", torch.cuda.is_available())\n'
+            'print(f"accelerator: {torch.cuda.is_available()}")\n'
+            "accumulation_steps = 4\n"
+            'print("gradient accumulation over", accumulation_steps, "batches")\n',
+        ),
+    ),
+    "a Horovod script that also starts torch.distributed, its sampler without rank "
+    "(unsharded-data)": change(
+        TORCH,
+        ("hvd.init()\n", "hvd.init()\ntorch.distributed.init_process_group('gloo')\n"),
+        (
+            "DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank())",
+            "DistributedSampler(dataset)",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORRECT))
+def test_a_correct_script_in_another_style_gives_no_finding(case):
+    assert [f.format() for f in lint_source(CORRECT[case], "t.py") if not f.note] == []
+
+
+def test_only_the_training_sampler_needs_set_epoch():
+    """A shuffling evaluation sampler without set_epoch is no mistake; the training one is."""
+    text = change(
+        TORCH,
+        ("    sampler.set_epoch(epoch)\n", ""),
+        (
+            "loader = DataLoader(dataset, batch_size=16, sampler=sampler)\n",
+            "loader = DataLoader(dataset, batch_size=16, sampler=sampler)\n"
+            "test_sampler = DistributedSampler(dataset, num_replicas=hvd.size(), rank=hvd.rank())\n"
+            "test_loader = DataLoader(dataset, batch_size=64, sampler=test_sampler)\n",
+        ),
+    )
+    found = [line for rule, line in findings(text) if rule == "sampler-epoch"]
+    assert found == [line_of(text, "sampler = DistributedSampler(")]
 
 
 def test_every_static_rule_has_a_case():

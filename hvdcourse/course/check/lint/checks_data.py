@@ -168,7 +168,8 @@ def check_sharding(f: Facts, report: Report) -> None:
 
 def check_sampler(f: Facts, report: Report) -> None:
     s = f.script
-    if f.flavour == "torch" and f.distributed:
+    started = any(s.dist_member(c.func) == "init_process_group" for c in s.calls)
+    if f.flavour == "torch" and f.distributed and not started:
         for call in s.calls:
             if last_name(call.func) == "DistributedSampler" and not (
                 s.keyword(call, "num_replicas", 1) is not None
@@ -181,10 +182,12 @@ def check_sampler(f: Facts, report: Report) -> None:
                     "for them, which a Horovod script never starts (ValueError: Default process "
                     "group has not been initialized)",
                 )
-    if s.method_calls("set_epoch"):
-        return
+    if s.method_calls("set_epoch") or not _several_epochs(f):
+        return  # set_epoch called, or one pass over the data: one order is all it needs
+    # the samplers of the training data (an evaluation's order does not matter)
+    trained = {id(n) for _, exprs in training_data(f) for e in exprs for n in s.sources(e)}
     for call in s.calls:
-        if last_name(call.func) != "DistributedSampler":
+        if last_name(call.func) != "DistributedSampler" or id(call) not in trained:
             continue
         shuffle = s.keyword(call, "shuffle", 3)
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
@@ -195,6 +198,28 @@ def check_sampler(f: Facts, report: Report) -> None:
             "the DistributedSampler shuffles, but set_epoch is never called: every epoch sees "
             "the data in the first epoch's order",
         )
+
+
+def _several_epochs(f: Facts) -> bool:
+    """Whether the script goes over its data more than once: a training loop inside another loop,
+    directly or through the script's function that holds it (``for epoch in ...: train(epoch)``)."""
+    s = f.script
+    training = {id(loop) for loop in f.loops}
+    holders = {
+        name
+        for name, functions in s.functions.items()
+        for function in functions
+        if any(id(n) in training for n in ast.walk(function))
+    }
+    for loop in ast.walk(s.tree):
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        for node in (n for part in loop.body for n in ast.walk(part)):
+            if id(node) in training:
+                return True
+            if isinstance(node, ast.Call) and last_name(node.func) in holders:
+                return True
+    return False
 
 
 def _counted_on_whole_data(f: Facts, expr) -> ast.Call | None:

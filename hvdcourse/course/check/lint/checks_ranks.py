@@ -42,9 +42,47 @@ HVD_COLLECTIVES = {
 }
 AVERAGING = {"allreduce", "allreduce_", "grouped_allreduce", "allgather", "allgather_object"}
 DIST_AVERAGING = {"all_reduce", "all_gather", "all_gather_object", "reduce", "gather_object"}
-METRIC_WORDS = re.compile(
-    r"loss|acc|metric|score|top_?[15]|perplexity|\bf1\b|auc|mse|mae|precision|recall", re.I
-)
+# the words of a metric line, matched as whole words of the printed text and its names (val_loss,
+# trainLoss, top5; not accelerator, accumulation_steps, name, nor "mixed precision")
+METRIC_WORDS = {
+    "loss",
+    "losses",
+    "acc",
+    "accuracy",
+    "metric",
+    "metrics",
+    "score",
+    "scores",
+    "top1",
+    "top5",
+    "perplexity",
+    "ppl",
+    "f1",
+    "auc",
+    "mse",
+    "rmse",
+    "mae",
+    "precision",
+    "recall",
+}
+NOT_A_METRIC_BEFORE = {"mixed", "half", "full", "single", "double", "numerical", "float"}
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def names_a_metric(text: str) -> bool:
+    """Whether ``text`` (a print's arguments, as source) names a metric by one of its words."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    for i, word in enumerate(words):
+        following = words[i + 1] if i + 1 < len(words) else ""
+        if word in ("top", "f") and following in ("1", "5"):
+            word += following
+        if word in METRIC_WORDS and not (
+            word == "precision" and i and words[i - 1] in NOT_A_METRIC_BEFORE
+        ):
+            return True
+    return False
+
+
 CHECKPOINT_OWNERS = re.compile(r"model|ckpt|checkpoint|manager|saver|net", re.I)
 KERAS_MODELS = ("Sequential", "Model", "models.Sequential", "models.Model", "models.load_model")
 
@@ -102,6 +140,16 @@ def _per_rank(f: Facts, call) -> bool:
     """Whether a write's arguments name the rank (each rank its own file or line)."""
     s = f.script
     return any(s.depends_on_rank(arg) for arg in call.args + [k.value for k in call.keywords])
+
+
+def _labels_rank(f: Facts, call) -> bool:
+    """Whether a printed line names its rank (``print(f"[rank {rank}] loss {loss}")``): the rank in
+    its arguments, or in a name given it at most two assignments away; not a loss computed on a
+    batch moved to the device that the local rank chose (``x.to(device)``), printed by every rank."""
+    s = f.script
+    return any(
+        s.depends_on_rank(arg, depth=2) for arg in call.args + [k.value for k in call.keywords]
+    )
 
 
 def _writer(f: Facts, call) -> str | None:
@@ -197,9 +245,9 @@ def check_writes(f: Facts, report: Report) -> None:
         if not (isinstance(call.func, ast.Name) and call.func.id == "print"):
             continue
         text = " ".join(ast.unparse(a) for a in call.args)
-        if not METRIC_WORDS.search(text) or _unreached(f, call):
+        if not names_a_metric(text) or _unreached(f, call):
             continue
-        if s.rank_guard(call) is not None or _per_rank(f, call):
+        if s.rank_guard(call) is not None or _labels_rank(f, call):
             continue
         report.finding(
             "every-rank-logs",
@@ -306,7 +354,7 @@ def _check_printed_metrics(f: Facts, report: Report) -> None:
         if not (isinstance(call.func, ast.Name) and call.func.id == "print"):
             continue
         text = " ".join(ast.unparse(a) for a in call.args)
-        if not METRIC_WORDS.search(text):
+        if not names_a_metric(text):
             continue
         nodes = [n for a in call.args for n in s.sources(a)]
         parts = [n for n in nodes if id(n) not in trained and is_shard(f, n)]

@@ -468,9 +468,20 @@ def divides_batch(f: Facts) -> ast.AST | None:
         statement = s.statement_of(node)
         if isinstance(statement, ast.Assign):
             names += [ast.unparse(t) for t in statement.targets]
-        if any("batch" in name.lower() for name in names) and s.depends_on_size(node.right):
+        if any(_names_batch_size(name) for name in names) and s.depends_on_size(node.right):
             return node
     return None
+
+
+def _names_batch_size(name: str) -> bool:
+    """``batch_size``, ``global_batch``: a batch's size; not a count of batches or steps
+    (``num_batches // hvd.size()`` divides the steps, which the course's rule does too)."""
+    name = name.lower()
+    return (
+        "batch" in name
+        and "batches" not in name
+        and not any(word in name for word in ("step", "num_batch", "n_batch", "nb_batch"))
+    )
 
 
 RULE_OF = {"linear": "linear", "sgd": "linear", "sqrt": "sqrt", "adam": "sqrt"}

@@ -153,8 +153,12 @@ RULES = {
         _rule(
             "unscaled-lr",
             "the learning rate is not scaled with the number of workers",
-            "multiply it by hvd.size() for SGD, by hvd.size() ** 0.5 for Adam and other adaptive "
-            "optimizers (training.scaled_lr does), with a warm-up",
+            {
+                "keras": "multiply it by hvd.size() for SGD, by hvd.size() ** 0.5 for Adam and "
+                "other adaptive optimizers (training.scaled_lr does), with a warm-up",
+                "ddp": "multiply it by dist.get_world_size() for SGD, by dist.get_world_size() "
+                "** 0.5 for Adam and other adaptive optimizers, with a warm-up",
+            },
             {"keras": f"{L05}, step 4: the course's rule", "torch": _TORCH_LESSONS["wrap"]},
         ),
         _rule(
@@ -202,13 +206,17 @@ RULES = {
             "sampler-epoch",
             "a shuffling DistributedSampler without set_epoch repeats one order every epoch",
             "call sampler.set_epoch(epoch) at the start of every epoch",
-            {"keras": _TORCH_LESSONS["loop"]},
+            {"keras": _TORCH_LESSONS["data"]},
         ),
         _rule(
             "unscaled-steps",
             "the steps per epoch are counted on the whole data set, not divided by the workers",
-            "divide by the number of workers too: len(x) // (batch_size * hvd.size()) "
-            "(training.steps_per_epoch(len(x), batch_size, hvd.size()))",
+            {
+                "keras": "divide by the number of workers too: len(x) // (batch_size * hvd.size()) "
+                "(training.steps_per_epoch(len(x), batch_size, hvd.size()))",
+                "ddp": "divide by the number of workers too: len(x) // (batch_size * "
+                "dist.get_world_size())",
+            },
             {"keras": f"{L05}, step 3", "torch": _TORCH_LESSONS["data"]},
         ),
         _rule(
@@ -275,8 +283,9 @@ RULES = {
             "horovod-argument",
             "an argument that Horovod's (or Keras') function does not take, or no longer uses",
             "use the arguments of Horovod 0.28.1 (LearningRateWarmupCallback(initial_lr=...), "
-            "groups= instead of num_groups=, op=hvd.Average instead of average=)",
-            f"{L16}, and the errata page",
+            "groups= instead of num_groups=, op=hvd.Average instead of average=), and leave "
+            "compile's experimental_run_tf_function out",
+            f"{L16}: Troubleshooting, and the errata page",
         ),
         _rule(
             "run-weights",
@@ -297,7 +306,10 @@ RULES = {
         _rule(
             "run-writes",
             "on a 2-rank run a rank other than 0 wrote files",
-            "write checkpoints and logs on rank 0 only: if hvd.rank() == 0:",
+            {
+                "keras": "write checkpoints and logs on rank 0 only: if hvd.rank() == 0:",
+                "ddp": "write checkpoints and logs on rank 0 only: if dist.get_rank() == 0:",
+            },
             {"keras": f"{L05}, step 6", "torch": _TORCH_LESSONS["loop"]},
         ),
         _rule(
@@ -308,6 +320,7 @@ RULES = {
                 "dataset.shard(hvd.size(), hvd.rank())",
                 "torch": "DataLoader(..., sampler=DistributedSampler(dataset, "
                 "num_replicas=hvd.size(), rank=hvd.rank()))",
+                "ddp": "DataLoader(..., sampler=DistributedSampler(dataset))",
             },
             {"keras": f"{L05}, step 3", "torch": _TORCH_LESSONS["data"]},
         ),
