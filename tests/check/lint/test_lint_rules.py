@@ -727,6 +727,15 @@ CORRECT = {
             "DistributedSampler(dataset)",
         ),
     ),
+    "CUDA_VISIBLE_DEVICES set to the local rank, then the default GPU (device-rank)": change(
+        TORCH,
+        ("import torch\n", "import os\nimport torch\n"),
+        (
+            "hvd.init()\n",
+            'hvd.init()\nos.environ["CUDA_VISIBLE_DEVICES"] = str(hvd.local_rank())\n',
+        ),
+        ("model = torch.nn.Linear(4, 2)", "model = torch.nn.Linear(4, 2).cuda()"),
+    ),
 }
 
 

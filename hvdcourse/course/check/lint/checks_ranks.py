@@ -454,7 +454,14 @@ def check_device(f: Facts, report: Report) -> None:
                 f"the GPU is chosen by {s.words(index)}, the rank in the whole job: on the "
                 "second node it names a GPU that does not exist",
             )
-    if f.uses_torch and not chosen:
+    # TF1's visible_device_list, CUDA_VISIBLE_DEVICES: one GPU left, by the local rank
+    narrowed = any(
+        isinstance(node, ast.Assign)
+        and any("visible_device" in ast.unparse(t).lower() for t in node.targets)
+        and s.depends_on_rank(node.value, local=True)
+        for node in ast.walk(s.tree)
+    )
+    if f.uses_torch and not chosen and not narrowed:
         for call in s.calls:
             if _uses_default_gpu(f, call):
                 if any(s.depends_on_rank(a, local=True) for a in call.args):
@@ -463,14 +470,11 @@ def check_device(f: Facts, report: Report) -> None:
                     "device-rank",
                     call,
                     "every process uses GPU 0 (no torch.cuda.set_device, no local rank): the "
-                    "processes of a node pile onto one GPU",
+                    "processes of a node pile onto one GPU, unless the launcher leaves each "
+                    "process one GPU (srun --gpus-per-task=1)",
                 )
                 break
-    for node in ast.walk(s.tree):  # TF1's visible_device_list, CUDA_VISIBLE_DEVICES
-        if isinstance(node, ast.Assign) and any(
-            "visible_device" in ast.unparse(t).lower() for t in node.targets
-        ):
-            chosen = chosen or s.depends_on_rank(node.value, local=True)
+    chosen = chosen or narrowed
     if (
         f.flavour == "keras"
         and not chosen
