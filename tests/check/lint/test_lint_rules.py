@@ -260,6 +260,28 @@ CASES = {
             opt.apply_gradients(zip(tape.gradient(loss, model.variables), model.variables))
         """,
     ),
+    "missing-broadcast: the optimizer's state restored on rank 0 only": (
+        change(
+            TORCH,
+            ("hvd.broadcast_optimizer_state(optimizer, root_rank=0)\n", ""),
+            (
+                "hvd.broadcast_parameters(",
+                "if hvd.rank() == 0:\n"
+                '    optimizer.load_state_dict(torch.load("ckpt.pt")["optimizer"])\n'
+                "hvd.broadcast_parameters(",
+            ),
+        ),
+        "optimizer = hvd.DistributedOptimizer(",
+        change(
+            TORCH,
+            (
+                "hvd.broadcast_parameters(",
+                "if hvd.rank() == 0:\n"
+                '    optimizer.load_state_dict(torch.load("ckpt.pt")["optimizer"])\n'
+                "hvd.broadcast_parameters(",
+            ),
+        ),
+    ),
     "unscaled-lr": (
         change(KERAS, ("lr = 1e-3 * hvd.size() ** 0.5", "lr = 1e-3")),
         "opt = hvd.DistributedOptimizer(",
@@ -735,6 +757,9 @@ CORRECT = {
             'hvd.init()\nos.environ["CUDA_VISIBLE_DEVICES"] = str(hvd.local_rank())\n',
         ),
         ("model = torch.nn.Linear(4, 2)", "model = torch.nn.Linear(4, 2).cuda()"),
+    ),
+    "a fresh optimizer whose state is not broadcast (missing-broadcast)": change(
+        TORCH, ("hvd.broadcast_optimizer_state(optimizer, root_rank=0)\n", "")
     ),
 }
 

@@ -267,34 +267,35 @@ def check_broadcast(f: Facts, report: Report) -> None:
         target = _torch_anchor(f)
         if target is None:
             return
-        missing = [
-            name
-            for name in ("broadcast_parameters", "broadcast_optimizer_state")
-            if name not in referenced
-        ]
         seeded = _same_seed(f) if f.distributed else None
-        if missing and seeded is not None:
-            report.note(
-                "missing-broadcast",
-                target,
-                f"every rank seeds alike (line {seeded.lineno}), so the ranks may start from the "
-                "same weights; hvd.broadcast_parameters and hvd.broadcast_optimizer_state make it "
-                "sure, and carry a restored checkpoint to every rank",
-            )
-            return
-        if "broadcast_parameters" in missing:
+        if "broadcast_parameters" not in referenced:
+            if seeded is not None:
+                report.note(
+                    "missing-broadcast",
+                    target,
+                    f"every rank seeds alike (line {seeded.lineno}), so the ranks may start from "
+                    "the same weights; hvd.broadcast_parameters and "
+                    "hvd.broadcast_optimizer_state make it sure, and carry a restored checkpoint "
+                    "to every rank",
+                )
+                return
             report.finding(
                 "missing-broadcast",
                 target,
                 "rank 0's weights are never broadcast (hvd.broadcast_parameters): each rank "
                 "starts from its own random weights and trains its own model",
             )
-        elif missing:
+            return
+        # a fresh optimizer is alike on every rank: its state needs a broadcast only when
+        # some ranks alone restore one (lesson 09: rank 0 restores, then broadcasts)
+        restored = _restored_on_some_ranks(f)
+        if "broadcast_optimizer_state" not in referenced and restored is not None:
             report.finding(
                 "missing-broadcast",
                 target,
-                "rank 0's optimizer state is never broadcast (hvd.broadcast_optimizer_state): "
-                "a restored or warmed-up state stays on rank 0",
+                f"the optimizer's state is restored on some ranks only (line {restored.lineno}) "
+                "and never broadcast (hvd.broadcast_optimizer_state): the other ranks keep a "
+                "fresh state",
             )
         return
     if referenced & BROADCASTS - {"callbacks.BroadcastGlobalVariablesCallback"}:
@@ -325,6 +326,20 @@ def check_broadcast(f: Facts, report: Report) -> None:
             "the training loop starts without hvd.broadcast_variables of rank 0's weights: each "
             "rank trains its own model",
         )
+
+
+def _restored_on_some_ranks(f: Facts):
+    """``if hvd.rank() == 0: optimizer.load_state_dict(...)``: the call, or None."""
+    s = f.script
+    for call in s.method_calls("load_state_dict"):
+        owner = s.receiver(call)
+        if s.rank_guard(call) is None:
+            continue
+        if s.reaches(owner, lambda n: any(n is o.call for o in f.optimizers)) or (
+            "optim" in (last_name(owner) or "").lower()
+        ):
+            return call
+    return None
 
 
 def _same_seed(f: Facts):
