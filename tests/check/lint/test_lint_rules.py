@@ -761,6 +761,14 @@ CORRECT = {
     "a fresh optimizer whose state is not broadcast (missing-broadcast)": change(
         TORCH, ("hvd.broadcast_optimizer_state(optimizer, root_rank=0)\n", "")
     ),
+    "Hugging Face's Trainer, DDP inside (missing-init)": """\
+import torch
+from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=8)
+Trainer(model=model, args=args, train_dataset=torch.load("train.pt")).train()
+""",
 }
 
 

@@ -66,6 +66,9 @@ OTHER_FRAMEWORKS = {
     "accelerate": "Hugging Face Accelerate",
     "deepspeed": "DeepSpeed",
     "torch.distributed.fsdp": "PyTorch FSDP",
+    # its own loop, launched by torchrun, DDP inside: none of the script's lines shows it
+    "transformers.Trainer": "Hugging Face's Trainer",
+    "transformers.Seq2SeqTrainer": "Hugging Face's Trainer",
 }
 
 RANK_ENV = {
