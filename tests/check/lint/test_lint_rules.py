@@ -761,6 +761,15 @@ CORRECT = {
     "a fresh optimizer whose state is not broadcast (missing-broadcast)": change(
         TORCH, ("hvd.broadcast_optimizer_state(optimizer, root_rank=0)\n", "")
     ),
+    "a global batch divided among the workers as global_bs, the rate kept (unscaled-lr)": change(
+        TORCH,
+        ("lr = 0.01 * hvd.size()", "lr = 0.01"),
+        (
+            "loader = DataLoader(",
+            "global_bs = 64\nlocal_bs = global_bs // hvd.size()\nloader = DataLoader(",
+        ),
+        ("batch_size=16,", "batch_size=local_bs,"),
+    ),
     "Hugging Face's Trainer, DDP inside (missing-init)": """\
 import torch
 from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments

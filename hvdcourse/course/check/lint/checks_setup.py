@@ -9,6 +9,7 @@ it finds to a :class:`~hvdcourse.course.check.lint.rules.Report`.
 from __future__ import annotations
 
 import ast
+import re
 
 from hvdcourse.course.check.lint.facts import WITH_MOMENTUM, Facts
 from hvdcourse.course.check.lint.rules import Report
@@ -489,9 +490,11 @@ def divides_batch(f: Facts) -> ast.AST | None:
 
 
 def _names_batch_size(name: str) -> bool:
-    """``batch_size``, ``global_batch``: a batch's size; not a count of batches or steps
-    (``num_batches // hvd.size()`` divides the steps, which the course's rule does too)."""
+    """``batch_size``, ``global_batch``, ``global_bs``: a batch's size; not a count of batches or
+    steps (``num_batches // hvd.size()`` divides the steps, which the course's rule does too)."""
     name = name.lower()
+    if re.search(r"(^|[^a-z])bs($|[^a-z])", name):
+        return True
     return (
         "batch" in name
         and "batches" not in name
