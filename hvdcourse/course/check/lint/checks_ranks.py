@@ -441,7 +441,8 @@ def check_device(f: Facts, report: Report) -> None:
                 "device-hidden",
                 call,
                 f"line {hidden.lineno} leaves this process one GPU (CUDA_VISIBLE_DEVICES), and "
-                f"here it asks for GPU number {s.words(index)}, which does not exist beyond rank 0",
+                f"here it asks for GPU number {s.words(index)}, which only a node's local rank 0 "
+                "has (its one GPU is number 0)",
             )
         elif (
             s.depends_on_rank(index)
