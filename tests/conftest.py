@@ -197,7 +197,7 @@ class _BookLast:
 
 def pytest_configure(config):
     set_session_marker(config)  # before anything starts a process
-    config.pluginmanager.register(cpu_account.CpuAccount(config), "hvdcourse-cpu-account")
+    cpu_account.CpuAccount.register(config)
     config.pluginmanager.register(_BookLast(), "hvdcourse-book-last")
     if is_controller(config) and book_tests_selected(config) and not config.option.collectonly:
         start_book_build()

@@ -105,10 +105,24 @@ def _recording_init(self, args, *a, **k):
     _original_init(self, args, *a, **k)
 
 
+# set by the session that keeps the account: a pytest started by a test (tests/lessons/test_faults.py
+# runs one) sees it and keeps out, so that it neither empties the file nor counts twice
+OWNER = "HVDCOURSE_CPU_ACCOUNT"
+
+
 class CpuAccount:
     def __init__(self, config):
         self.config = config
         self.worker = hasattr(config, "workerinput")
+
+    @staticmethod
+    def register(config) -> None:
+        """Keep the account in this session unless an outer session keeps it (xdist workers join theirs)."""
+        worker = hasattr(config, "workerinput")
+        if os.environ.get(OWNER) and not worker:
+            return
+        os.environ[OWNER] = str(os.getpid())
+        config.pluginmanager.register(CpuAccount(config), "hvdcourse-cpu-account")
 
     def pytest_sessionstart(self, session):
         if self.config.option.collectonly:
